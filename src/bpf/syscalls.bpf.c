@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Exact per-syscall accounting of a process tree, with sampled user stacks.
+ *
+ * Why BTF raw tracepoints (tp_btf) on sys_enter/sys_exit: they hand the program
+ * the user registers without the argument copy of classic tracepoints, which
+ * costs less per call. Why task local storage as the "tracked" flag: every
+ * syscall of every task on the machine runs these programs, and the storage
+ * lookup is the cheapest way to say "not ours" and leave; it also carries the
+ * entry timestamp to the exit without a hash map.
+ */
+#include "vmlinux_min.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "syscalls.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Ring buffer records are only ever reached through pointers, which emit no
+ * BTF; these unused globals put them in BTF so the Rust types get generated. */
+struct kt_stack_event *kt_btf_stack_event __attribute__((unused));
+struct kt_proc_event *kt_btf_proc_event __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct kt_task);
+} kt_tasks SEC(".maps");
+
+/* Processes of the target tree: consulted only on fork and by the iterator. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} kt_tgids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KT_MAX_SYSCALLS);
+	__type(key, __u32);
+	__type(value, struct kt_syscall_stats);
+} kt_syscalls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct kt_errno_key);
+	__type(value, __u64);
+} kt_errnos SEC(".maps");
+
+struct kt_thread_key {
+	__u32 tid;
+	__u32 _pad;
+	__u64 start_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct kt_thread_key);
+	__type(value, struct kt_thread_record);
+} kt_exited SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kt_kernel_loss);
+} kt_loss SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} kt_events SEC(".maps");
+
+static __always_inline struct kt_kernel_loss *loss(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&kt_loss, &zero);
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, s;
+	s = (v > 0xFFFFFFFFULL) << 5; v >>= s; r |= s;
+	s = (v > 0xFFFF) << 4; v >>= s; r |= s;
+	s = (v > 0xFF) << 3; v >>= s; r |= s;
+	s = (v > 0xF) << 2; v >>= s; r |= s;
+	s = (v > 0x3) << 1; v >>= s; r |= s;
+	r |= (v >> 1);
+	return r;
+}
+
+struct kt_vma_end {
+	__u64 end;
+};
+
+static long vma_end_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	((struct kt_vma_end *)data)->end = vma->vm_end;
+	return 0;
+}
+
+/*
+ * One page not present in the range (e.g. the never-touched gap below a new
+ * process's argument strings) fails a whole copy: keep what lies before it,
+ * trying shorter copies that end at page boundaries. Returns bytes copied.
+ */
+static __always_inline __u64 copy_stack_prefix(__u8 *dst, __u64 sp, __u64 len)
+{
+	__u64 first = 4096 - (sp & 4095);
+
+	for (int pages = 3; pages >= 0; pages--) {
+		__u64 n = first + 4096 * pages;
+
+		if (n >= len)
+			continue;
+		if (n > KT_STACK_BYTES)
+			n = KT_STACK_BYTES;
+		if (bpf_probe_read_user(dst, n, (void *)sp) == 0)
+			return n;
+	}
+	return 0;
+}
+
+/*
+ * Copy the registers and top of the user stack so user space can unwind with
+ * the binaries' own .eh_frame (libc and -O2 code keep no frame pointers).
+ */
+static __noinline void sample_stack(struct pt_regs *regs, __u32 nr, __u32 weight)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct kt_kernel_loss *l = loss();
+	struct kt_stack_event *ev;
+	struct kt_vma_end vma = {};
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 sp = regs->sp, len = KT_STACK_BYTES;
+
+	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
+	if (!ev) {
+		if (l)
+			l->ringbuf_full++;
+		return;
+	}
+	ev->hdr.kind = KT_EV_STACK;
+	ev->hdr.pid = pid_tgid >> 32;
+	ev->hdr.tid = (__u32)pid_tgid;
+	ev->nr = nr;
+	ev->weight = weight;
+	ev->ip = regs->ip;
+	ev->sp = sp;
+	ev->bp = regs->bp;
+	/* Copy no further than the end of the stack's mapping. */
+	if (bpf_find_vma(task, sp, vma_end_cb, &vma, 0) == 0 && vma.end > sp &&
+	    vma.end - sp < len)
+		len = vma.end - sp;
+	if (len > KT_STACK_BYTES)
+		len = KT_STACK_BYTES;
+	if (bpf_probe_read_user(ev->stack, len, (void *)sp) != 0)
+		len = copy_stack_prefix(ev->stack, sp, len);
+	if (!len && l)
+		l->stack_read_failed++;
+	ev->stack_len = len;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* The gap before the next sample, once `seen` calls have been seen. */
+static __always_inline __u32 next_gap(__u64 seen)
+{
+	__u32 shift, period;
+
+	if (seen < (1ULL << KT_SAMPLE_SHIFT))
+		return 0;
+	shift = log2_u64(seen) - KT_SAMPLE_SHIFT + 1;
+	if (shift > KT_MAX_PERIOD_LOG2)
+		shift = KT_MAX_PERIOD_LOG2;
+	period = 1U << shift;
+	/* Uniform in [period/2, 3*period/2): mean period. */
+	return period / 2 + (bpf_get_prandom_u32() & (period - 1));
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
+{
+	struct kt_task *t;
+	struct kt_syscall_stats *st;
+	__u32 nr = id, weight;
+	__u64 seen;
+
+	t = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0, 0);
+	if (!t)
+		return 0;
+	st = bpf_map_lookup_elem(&kt_syscalls, &nr);
+	if (!st) {
+		struct kt_kernel_loss *l = loss();
+
+		if (l)
+			l->syscall_nr_out_of_range++;
+		t->enter_ns = 0;
+		return 0;
+	}
+	seen = st->calls++;
+	if (st->sample_countdown) {
+		st->sample_countdown--;
+	} else {
+		weight = st->sample_gap + 1;
+		st->sample_gap = next_gap(seen + 1);
+		st->sample_countdown = st->sample_gap;
+		st->samples++;
+		sample_stack(regs, nr, weight);
+	}
+	t->nr = nr;
+	/* Taken last so the sampling above is not billed to the syscall. */
+	t->enter_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct kt_syscall_stats *st;
+	struct kt_task *t;
+	__u64 now, delta_ns;
+	__u32 nr, slot;
+
+	t = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0, 0);
+	if (!t || !t->enter_ns)
+		return 0;
+	now = bpf_ktime_get_ns();
+	delta_ns = now - t->enter_ns;
+	t->enter_ns = 0;
+	nr = t->nr;
+	st = bpf_map_lookup_elem(&kt_syscalls, &nr);
+	if (!st)
+		return 0;
+	st->returns++;
+	st->total_ns += delta_ns;
+	if (delta_ns > st->max_ns)
+		st->max_ns = delta_ns;
+	slot = log2_u64(delta_ns);
+	if (slot >= KT_HIST_SLOTS)
+		slot = KT_HIST_SLOTS - 1;
+	st->hist_log2_ns[slot]++;
+	if (ret < 0 && ret >= -4095) {
+		struct kt_errno_key key = { .nr = nr, .err = -ret };
+		__u64 one = 1, *count;
+
+		st->errors++;
+		count = bpf_map_lookup_elem(&kt_errnos, &key);
+		if (count) {
+			(*count)++;
+		} else if (bpf_map_update_elem(&kt_errnos, &key, &one, BPF_NOEXIST) != 0) {
+			/* A racing insert on this CPU is impossible; so this is a full map. */
+			struct kt_kernel_loss *l = loss();
+
+			if (l)
+				l->errno_map_full++;
+		}
+	}
+	return 0;
+}
+
+static __always_inline bool task_is_tracked(struct task_struct *task)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+
+	return bpf_task_storage_get(&kt_tasks, task, 0, 0) ||
+	       bpf_map_lookup_elem(&kt_tgids, &tgid);
+}
+
+static __always_inline void emit_proc_event(__u32 kind, struct task_struct *task, __u32 ppid)
+{
+	struct kt_proc_event *ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
+
+	if (!ev) {
+		struct kt_kernel_loss *l = loss();
+
+		if (l)
+			l->ringbuf_full++;
+		return;
+	}
+	ev->hdr.kind = kind;
+	ev->hdr.pid = BPF_CORE_READ(task, tgid);
+	ev->hdr.tid = BPF_CORE_READ(task, pid);
+	ev->ppid = ppid;
+	BPF_CORE_READ_STR_INTO(&ev->comm, task, comm);
+	bpf_ringbuf_submit(ev, 0);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(kt_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid, one = 1;
+
+	if (!task_is_tracked(parent))
+		return 0;
+	if (!bpf_task_storage_get(&kt_tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
+		struct kt_kernel_loss *l = loss();
+
+		if (l)
+			l->task_storage_failed++;
+	}
+	if (ctgid != ptgid) {
+		bpf_map_update_elem(&kt_tgids, &ctgid, &one, BPF_ANY);
+		emit_proc_event(KT_EV_FORK, child, ptgid);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(kt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (!task_is_tracked(p))
+		return 0;
+	emit_proc_event(KT_EV_EXEC, p, BPF_CORE_READ(p, real_parent, tgid));
+	return 0;
+}
+
+static __always_inline void fill_record(struct kt_thread_record *r, struct task_struct *task)
+{
+	r->pid = BPF_CORE_READ(task, tgid);
+	r->tid = BPF_CORE_READ(task, pid);
+	r->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	r->exit_code = BPF_CORE_READ(task, exit_code);
+	BPF_CORE_READ_STR_INTO(&r->comm, task, comm);
+	r->utime_ns = BPF_CORE_READ(task, utime);
+	r->stime_ns = BPF_CORE_READ(task, stime);
+	r->runtime_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
+	r->voluntary_switches = BPF_CORE_READ(task, nvcsw);
+	r->involuntary_switches = BPF_CORE_READ(task, nivcsw);
+	r->start_ns = BPF_CORE_READ(task, start_time);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(kt_exit, struct task_struct *p)
+{
+	struct kt_thread_record r = {};
+	struct kt_thread_key key = {};
+
+	if (!bpf_task_storage_get(&kt_tasks, p, 0, 0))
+		return 0;
+	fill_record(&r, p);
+	r.exited = 1;
+	key.tid = r.tid;
+	key.start_ns = r.start_ns;
+	if (bpf_map_update_elem(&kt_exited, &key, &r, BPF_ANY) != 0) {
+		struct kt_kernel_loss *l = loss();
+
+		if (l)
+			l->thread_map_full++;
+	}
+	return 0;
+}
+
+/*
+ * Walks all tasks: adopts the threads of target processes and of processes
+ * whose parent is a target process (repeat until no process is added to adopt
+ * a whole tree) by giving them task storage, and
+ * writes one kt_thread_record per tracked live thread. Run once before the
+ * target runs (baseline) and once at the end (live threads' final counters).
+ */
+SEC("iter/task")
+int kt_snapshot(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct kt_thread_record r = {};
+	__u32 tgid, ptgid, one = 1;
+
+	if (!task)
+		return 0;
+	tgid = task->tgid;
+	if (!bpf_map_lookup_elem(&kt_tgids, &tgid)) {
+		ptgid = BPF_CORE_READ(task, real_parent, tgid);
+		if (!bpf_map_lookup_elem(&kt_tgids, &ptgid))
+			return 0;
+		bpf_map_update_elem(&kt_tgids, &tgid, &one, BPF_ANY);
+	}
+	if (!bpf_task_storage_get(&kt_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
+		struct kt_kernel_loss *l = loss();
+
+		if (l)
+			l->task_storage_failed++;
+	}
+	fill_record(&r, task);
+	bpf_seq_write(seq, &r, sizeof(r));
+	return 0;
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Types shared by syscalls.bpf.c and the Rust collector. The Rust side never
+ * re-declares them: libbpf-cargo generates them from this object's BTF.
+ *
+ * Counting happens in per-CPU maps at sys_enter/sys_exit so figures are exact
+ * without one event per syscall; only sampled user stacks and rare process
+ * life-cycle events cross the ring buffer.
+ */
+#ifndef KT_SYSCALLS_H
+#define KT_SYSCALLS_H
+
+/* Syscall numbers above this are counted as loss (x86_64 has ~470). */
+#define KT_MAX_SYSCALLS 512
+/* Latency histogram: slot i holds calls with 2^i <= ns < 2^(i+1); slot 0 also 0 ns. */
+#define KT_HIST_SLOTS 40
+/* Bytes of user stack copied per sample, from the stack pointer upwards. */
+#define KT_STACK_BYTES 16384
+/*
+ * Stack sampling, per CPU and syscall: every call is sampled until
+ * 2^KT_SAMPLE_SHIFT calls have been seen; after that the gap to the next
+ * sample is drawn at random around a mean period that doubles with the count
+ * (about 2^KT_SAMPLE_SHIFT samples per doubling), capped at
+ * 2^KT_MAX_PERIOD_LOG2. Each sample weighs the calls it stands for: itself
+ * and the gap before it. Random gaps cannot alias with a periodic workload.
+ */
+#define KT_SAMPLE_SHIFT 6
+#define KT_MAX_PERIOD_LOG2 16
+
+struct kt_syscall_stats {
+	__u64 calls;       /* entries seen (exact) */
+	__u64 returns;     /* exits seen after a tracked entry */
+	__u64 errors;      /* returns in [-4095, -1] */
+	__u64 total_ns;    /* sum of entry->exit latency over returns */
+	__u64 max_ns;
+	__u64 samples;     /* stack samples emitted for this syscall */
+	__u32 sample_countdown; /* calls to skip before the next sample */
+	__u32 sample_gap;       /* the gap being skipped: the next sample's weight - 1 */
+	__u64 hist_log2_ns[KT_HIST_SLOTS];
+};
+
+struct kt_errno_key {
+	__u32 nr;
+	__u32 err;         /* positive errno */
+};
+
+/* Per tracked thread (task local storage); its presence is what "tracked" means. */
+struct kt_task {
+	__u64 enter_ns;    /* 0 when not inside a tracked syscall */
+	__u32 nr;
+	__u32 _pad;
+};
+
+/* Per-CPU counters of anything dropped inside the kernel. */
+struct kt_kernel_loss {
+	__u64 ringbuf_full;          /* stack samples or events lost: ring buffer full */
+	__u64 stack_read_failed;     /* a sampled user stack could not be copied */
+	__u64 task_storage_failed;   /* a new thread could not be tracked */
+	__u64 thread_map_full;       /* an exited thread's counters were lost */
+	__u64 errno_map_full;        /* an errno count was lost */
+	__u64 syscall_nr_out_of_range;
+};
+
+enum kt_event_kind {
+	KT_EV_STACK = 1,
+	KT_EV_FORK = 2,
+	KT_EV_EXEC = 3,
+};
+
+struct kt_event_header {
+	__u32 kind;
+	__u32 pid;
+	__u32 tid;
+	__u32 _pad;
+};
+
+/* A sampled syscall entry: registers and the top of the user stack. */
+struct kt_stack_event {
+	struct kt_event_header hdr;
+	__u32 nr;
+	__u32 weight;      /* calls this sample stands for (its sampling period) */
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 stack_len;
+	__u32 _pad;
+	__u8 stack[KT_STACK_BYTES];
+};
+
+/* A new process in the target tree (fork) or a new program image (exec). */
+struct kt_proc_event {
+	struct kt_event_header hdr;
+	__u32 ppid;
+	__u32 _pad;
+	char comm[16];
+};
+
+/* A thread's counters, written at its exit and by the snapshot iterator. */
+struct kt_thread_record {
+	__u32 pid;
+	__u32 tid;
+	__u32 ppid;
+	__u32 exited;
+	__s32 exit_code;
+	__u32 _pad;
+	char comm[16];
+	__u64 utime_ns;    /* tick-sampled, as the kernel keeps them */
+	__u64 stime_ns;
+	__u64 runtime_ns;  /* exact on-CPU time (sum_exec_runtime) */
+	__u64 voluntary_switches;
+	__u64 involuntary_switches;
+	__u64 start_ns;    /* task start, boot-based: tells a reused tid apart */
+};
+
+#endif

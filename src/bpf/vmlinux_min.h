@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The few kernel types kerntax's BPF programs touch, declared by hand instead of
+ * a 3 MB generated vmlinux.h. Every struct is marked preserve_access_index, so
+ * field offsets are relocated against the running kernel's BTF at load time
+ * (CO-RE): only the fields named here must exist, not their order or offsets.
+ * Names follow the kernel so CO-RE can match them; BPF-side types of kerntax
+ * itself carry a kt_ prefix so they never collide with these.
+ */
+#ifndef KT_VMLINUX_MIN_H
+#define KT_VMLINUX_MIN_H
+
+typedef signed char __s8;
+typedef unsigned char __u8;
+typedef short __s16;
+typedef unsigned short __u16;
+typedef int __s32;
+typedef unsigned int __u32;
+typedef long long __s64;
+typedef unsigned long long __u64;
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef __s32 s32;
+typedef __s64 s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef int pid_t;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_HASH = 5,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+	BPF_EXIST = 2,
+	BPF_F_NO_PREALLOC = 1U << 0,
+	BPF_LOCAL_STORAGE_GET_F_CREATE = 1ULL << 0,
+};
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	unsigned long ax, cx, dx, si, di, orig_ax, ip;
+	unsigned long flags;
+	unsigned long sp;
+};
+
+struct sched_entity {
+	u64 sum_exec_runtime;
+};
+
+struct task_struct {
+	unsigned int flags;
+	struct sched_entity se;
+	int exit_code;
+	pid_t pid;
+	pid_t tgid;
+	struct task_struct *real_parent;
+	struct task_struct *group_leader;
+	u64 utime;
+	u64 stime;
+	unsigned long nvcsw;
+	unsigned long nivcsw;
+	u64 start_time;
+	char comm[16];
+};
+
+struct vm_area_struct {
+	unsigned long vm_start;
+	unsigned long vm_end;
+};
+
+struct linux_binprm;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+	u64 session_id;
+	u64 seq_num;
+};
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+};
+
+#pragma clang attribute pop
+
+struct seq_file;
+struct bpf_map;
+
+#endif

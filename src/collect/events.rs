@@ -1,0 +1,149 @@
+//! Decoding of ring buffer records into owned events. A record whose size does
+//! not match its kind is rejected (and counted by the caller), never guessed at.
+
+use std::mem::size_of;
+
+use super::bpf::types;
+use super::c_string;
+
+unsafe impl plain::Plain for types::kt_event_header {}
+unsafe impl plain::Plain for types::kt_stack_event {}
+unsafe impl plain::Plain for types::kt_proc_event {}
+
+const KT_EV_STACK: u32 = 1;
+const KT_EV_FORK: u32 = 2;
+const KT_EV_EXEC: u32 = 3;
+
+/// Registers and the copied top of the user stack at a sampled syscall entry.
+#[derive(Clone, Debug)]
+pub struct StackSample {
+    pub pid: u32,
+    pub tid: u32,
+    pub nr: u32,
+    pub weight: u64,
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// User stack bytes starting at `sp`.
+    pub stack: Vec<u8>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Event {
+    Stack(StackSample),
+    /// A new process joined the target tree.
+    Fork { pid: u32, ppid: u32, comm: String },
+    /// A tracked process replaced its program image.
+    Exec { pid: u32, comm: String },
+}
+
+fn comm(raw: &[i8]) -> String {
+    let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).collect();
+    c_string(&bytes)
+}
+
+impl Event {
+    pub fn decode(data: &[u8]) -> Option<Event> {
+        let hdr: &types::kt_event_header =
+            plain::from_bytes(data.get(..size_of::<types::kt_event_header>())?).ok()?;
+        match hdr.kind {
+            KT_EV_STACK => {
+                let ev: &types::kt_stack_event = plain::from_bytes(data).ok()?;
+                let len = (ev.stack_len as usize).min(ev.stack.len());
+                Some(Event::Stack(StackSample {
+                    pid: ev.hdr.pid,
+                    tid: ev.hdr.tid,
+                    nr: ev.nr,
+                    weight: u64::from(ev.weight),
+                    ip: ev.ip,
+                    sp: ev.sp,
+                    bp: ev.bp,
+                    stack: ev.stack[..len].to_vec(),
+                }))
+            }
+            KT_EV_FORK | KT_EV_EXEC => {
+                let ev: &types::kt_proc_event = plain::from_bytes(data).ok()?;
+                let comm = comm(&ev.comm);
+                Some(if hdr.kind == KT_EV_FORK {
+                    Event::Fork { pid: ev.hdr.pid, ppid: ev.ppid, comm }
+                } else {
+                    Event::Exec { pid: ev.hdr.pid, comm }
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes of `v` in an 8-byte aligned buffer, as ring buffer records are.
+    fn record<T: plain::Plain>(v: &T) -> Vec<u64> {
+        // SAFETY: T is Plain: a repr(C) struct of integers, valid to view as bytes.
+        let bytes = unsafe { plain::as_bytes(v) };
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: `words` has at least bytes.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr() as *mut u8, bytes.len()) };
+        words
+    }
+
+    fn view(words: &[u64], len: usize) -> &[u8] {
+        assert!(len <= words.len() * 8);
+        // SAFETY: in bounds, u8 has no alignment requirement.
+        unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, len) }
+    }
+
+    #[test]
+    fn decodes_a_stack_sample_and_keeps_only_copied_bytes() {
+        let mut ev = Box::<types::kt_stack_event>::default();
+        ev.hdr.kind = KT_EV_STACK;
+        ev.hdr.pid = 10;
+        ev.hdr.tid = 11;
+        ev.nr = 14;
+        ev.weight = 64;
+        ev.sp = 0x7ffd_0000;
+        ev.stack_len = 3;
+        ev.stack[..4].copy_from_slice(&[1, 2, 3, 4]);
+        let words = record(&*ev);
+        match Event::decode(view(&words, size_of::<types::kt_stack_event>())) {
+            Some(Event::Stack(s)) => {
+                assert_eq!((s.pid, s.tid, s.nr, s.weight, s.sp), (10, 11, 14, 64, 0x7ffd_0000));
+                assert_eq!(s.stack, vec![1, 2, 3]);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decodes_fork_and_exec() {
+        let mut ev = types::kt_proc_event::default();
+        ev.hdr.kind = KT_EV_FORK;
+        ev.hdr.pid = 20;
+        ev.ppid = 19;
+        for (dst, src) in ev.comm.iter_mut().zip(b"worker\0") {
+            *dst = *src as i8;
+        }
+        let words = record(&ev);
+        let data = view(&words, size_of::<types::kt_proc_event>());
+        assert!(matches!(Event::decode(data), Some(Event::Fork { pid: 20, ppid: 19, ref comm }) if comm == "worker"));
+        ev.hdr.kind = KT_EV_EXEC;
+        let words = record(&ev);
+        let data = view(&words, size_of::<types::kt_proc_event>());
+        assert!(matches!(Event::decode(data), Some(Event::Exec { pid: 20, ref comm }) if comm == "worker"));
+    }
+
+    #[test]
+    fn rejects_truncated_and_unknown_records() {
+        let mut ev = types::kt_proc_event::default();
+        ev.hdr.kind = KT_EV_STACK; // claims to be a stack sample but is too short
+        let words = record(&ev);
+        let len = size_of::<types::kt_proc_event>();
+        assert!(Event::decode(view(&words, len)).is_none());
+        assert!(Event::decode(view(&words, 3)).is_none());
+        ev.hdr.kind = 99;
+        let words = record(&ev);
+        assert!(Event::decode(view(&words, len)).is_none());
+    }
+}

@@ -1,0 +1,239 @@
+//! Collection: loads the BPF programs, marks the target's tasks as tracked,
+//! streams sampled stacks and process events, and reads the kernel's counters
+//! out of the maps when profiling stops.
+//!
+//! Nothing here interprets the numbers; it only turns BPF layouts into the
+//! plain types of `crate::model`.
+
+pub mod bpf;
+pub mod events;
+
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStringExt;
+use std::io::Read;
+use std::mem::{MaybeUninit, size_of};
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Iter, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+
+use crate::model::{KernelCounters, KernelLoss, SyscallCounters, ThreadCounters};
+use bpf::types;
+pub use events::Event;
+
+unsafe impl plain::Plain for types::kt_syscall_stats {}
+unsafe impl plain::Plain for types::kt_errno_key {}
+unsafe impl plain::Plain for types::kt_thread_record {}
+unsafe impl plain::Plain for types::kt_kernel_loss {}
+
+/// User stack bytes copied per sample (the BPF side's KT_STACK_BYTES).
+pub const STACK_BYTES: usize =
+    size_of::<types::kt_stack_event>() - std::mem::offset_of!(types::kt_stack_event, stack);
+
+/// Events decoded by the ring buffer callback, waiting to be processed.
+pub type EventQueue = Rc<RefCell<Vec<Event>>>;
+
+pub struct Collector<'obj> {
+    skel: bpf::SyscallsSkel<'obj>,
+    ring: RingBuffer<'static>,
+    queue: EventQueue,
+    /// Records the ring buffer callback could not decode.
+    pub undecodable_events: Rc<RefCell<u64>>,
+}
+
+impl<'obj> Collector<'obj> {
+    /// Loads and attaches the programs. Fails with the kernel's reason.
+    /// libbpf's own log goes to stderr only with KERNTAX_DEBUG set: errors
+    /// reach the user as one `kerntax:` line.
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+        let debug = std::env::var_os("KERNTAX_DEBUG").is_some();
+        libbpf_rs::set_print(debug.then_some((libbpf_rs::PrintLevel::Debug, print_libbpf as fn(_, _))));
+        let builder = bpf::SyscallsSkelBuilder::default();
+        let mut open = match std::env::var_os("KERNTAX_BTF") {
+            // CO-RE against a BTF file instead of the kernel's own.
+            Some(path) => {
+                let path = CString::new(path.into_vec()).context("KERNTAX_BTF contains a NUL byte")?;
+                let opts = libbpf_rs::libbpf_sys::bpf_object_open_opts {
+                    sz: size_of::<libbpf_rs::libbpf_sys::bpf_object_open_opts>() as _,
+                    btf_custom_path: path.as_ptr(),
+                    ..Default::default()
+                };
+                // libbpf copies the path during open; `path` outlives the call.
+                builder.open_opts(opts, storage)
+            }
+            None => builder.open(storage),
+        }
+        .context("opening the BPF object")?;
+        // The snapshot iterator is attached on demand, once per snapshot.
+        open.progs.kt_snapshot.set_autoattach(false);
+        let mut skel = open.load().context("loading the BPF programs into the kernel")?;
+        skel.attach().context("attaching the BPF programs")?;
+
+        let queue: EventQueue = Rc::default();
+        let undecodable_events: Rc<RefCell<u64>> = Rc::default();
+        let mut builder = RingBufferBuilder::new();
+        let (q, bad) = (queue.clone(), undecodable_events.clone());
+        builder
+            .add(&skel.maps.kt_events, move |data: &[u8]| {
+                match Event::decode(data) {
+                    Some(ev) => q.borrow_mut().push(ev),
+                    None => *bad.borrow_mut() += 1,
+                }
+                0
+            })
+            .context("setting up the BPF ring buffer")?;
+        let ring = builder.build().context("setting up the BPF ring buffer")?;
+        Ok(Collector { skel, ring, queue, undecodable_events })
+    }
+
+    /// Marks process `pid`, its threads and its existing descendants as
+    /// tracked, and returns their counters at this moment (the baseline).
+    pub fn track(&self, pid: u32) -> Result<Vec<ThreadCounters>> {
+        self.skel
+            .maps
+            .kt_tgids
+            .update(&pid.to_ne_bytes(), &1u32.to_ne_bytes(), MapFlags::ANY)
+            .context("registering the target process")?;
+        // Each pass adopts the children of processes adopted so far.
+        let mut threads = self.snapshot()?;
+        loop {
+            let next = self.snapshot()?;
+            if next.len() == threads.len() {
+                return Ok(next);
+            }
+            threads = next;
+        }
+    }
+
+    /// Counters of every live tracked thread, read by a task iterator.
+    pub fn snapshot(&self) -> Result<Vec<ThreadCounters>> {
+        let link = self.skel.progs.kt_snapshot.attach().context("attaching the task iterator")?;
+        let mut bytes = Vec::new();
+        Iter::new(&link)
+            .and_then(|mut it| it.read_to_end(&mut bytes).map_err(libbpf_rs::Error::from))
+            .context("reading the task iterator")?;
+        let record = size_of::<types::kt_thread_record>();
+        Ok(bytes.chunks_exact(record).map(thread_counters).collect())
+    }
+
+    pub fn epoll_fd(&self) -> i32 {
+        self.ring.epoll_fd()
+    }
+
+    /// Waits up to `timeout` for ring buffer data and returns what arrived.
+    pub fn poll(&self, timeout: Duration) -> Result<Vec<Event>> {
+        self.ring.poll(timeout).context("polling the BPF ring buffer")?;
+        Ok(self.queue.take())
+    }
+
+    /// Detaches the counting programs (the maps keep their contents) and
+    /// returns the events still in the ring buffer.
+    pub fn stop(&mut self) -> Result<Vec<Event>> {
+        self.skel.links = Default::default();
+        self.ring.consume().context("draining the BPF ring buffer")?;
+        Ok(self.queue.take())
+    }
+
+    /// Reads the final counters. Call after `stop`.
+    pub fn counters(&self) -> Result<KernelCounters> {
+        let maps = &self.skel.maps;
+        let mut syscalls = Vec::new();
+        for nr in 0..maps.kt_syscalls.max_entries() {
+            let per_cpu = maps
+                .kt_syscalls
+                .lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)
+                .context("reading syscall counters")?
+                .unwrap_or_default();
+            let mut total = SyscallCounters { nr, ..Default::default() };
+            for bytes in &per_cpu {
+                total.merge(&syscall_counters(nr, bytes));
+            }
+            if total.calls > 0 || total.returns > 0 {
+                syscalls.push(total);
+            }
+        }
+
+        let mut errnos = Vec::new();
+        for key in maps.kt_errnos.keys() {
+            let mut k = types::kt_errno_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("errno key size");
+            let per_cpu = maps.kt_errnos.lookup_percpu(&key, MapFlags::ANY)?.unwrap_or_default();
+            let count: u64 = per_cpu.iter().map(|v| read_u64(v)).sum();
+            errnos.push((k.nr, k.err, count));
+        }
+
+        let mut exited_threads = Vec::new();
+        for key in maps.kt_exited.keys() {
+            if let Some(v) = maps.kt_exited.lookup(&key, MapFlags::ANY)? {
+                exited_threads.push(thread_counters(&v));
+            }
+        }
+
+        let mut loss = KernelLoss::default();
+        let per_cpu = maps.kt_loss.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?;
+        for bytes in per_cpu.unwrap_or_default() {
+            let mut l = types::kt_kernel_loss::default();
+            plain::copy_from_bytes(&mut l, &bytes).expect("loss record size");
+            loss.ringbuf_full += l.ringbuf_full;
+            loss.stack_read_failed += l.stack_read_failed;
+            loss.task_storage_failed += l.task_storage_failed;
+            loss.thread_map_full += l.thread_map_full;
+            loss.errno_map_full += l.errno_map_full;
+            loss.syscall_nr_out_of_range += l.syscall_nr_out_of_range;
+        }
+        Ok(KernelCounters { syscalls, errnos, exited_threads, loss })
+    }
+}
+
+fn print_libbpf(_level: libbpf_rs::PrintLevel, msg: String) {
+    eprint!("libbpf: {msg}");
+}
+
+fn read_u64(bytes: &[u8]) -> u64 {
+    let mut v = 0u64;
+    plain::copy_from_bytes(&mut v, bytes).expect("u64 value");
+    v
+}
+
+fn syscall_counters(nr: u32, bytes: &[u8]) -> SyscallCounters {
+    let mut s = types::kt_syscall_stats::default();
+    plain::copy_from_bytes(&mut s, bytes).expect("syscall stats size");
+    SyscallCounters {
+        nr,
+        calls: s.calls,
+        returns: s.returns,
+        errors: s.errors,
+        total_ns: s.total_ns,
+        max_ns: s.max_ns,
+        samples: s.samples,
+        hist_log2_ns: s.hist_log2_ns.to_vec(),
+    }
+}
+
+pub(crate) fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+fn thread_counters(bytes: &[u8]) -> ThreadCounters {
+    let mut r = types::kt_thread_record::default();
+    plain::copy_from_bytes(&mut r, bytes).expect("thread record size");
+    let comm: Vec<u8> = r.comm.iter().map(|&c| c as u8).collect();
+    ThreadCounters {
+        pid: r.pid,
+        tid: r.tid,
+        ppid: r.ppid,
+        exited: r.exited != 0,
+        exit_code: r.exit_code,
+        comm: c_string(&comm),
+        utime_ns: r.utime_ns,
+        stime_ns: r.stime_ns,
+        runtime_ns: r.runtime_ns,
+        voluntary_switches: r.voluntary_switches,
+        involuntary_switches: r.involuntary_switches,
+        start_ns: r.start_ns,
+    }
+}

@@ -1,0 +1,19 @@
+//! kerntax: finds the time a program pays to the kernel.
+//!
+//! Pipeline: `collect` (BPF) -> `model` (plain counters) -> `stacks`
+//! (unwinding, symbols) -> `aggregate` -> `report` (the JSON contract) ->
+//! `render`. `session` runs one profile end to end; `cli` is the front door.
+
+pub mod aggregate;
+pub mod cli;
+pub mod collect;
+pub mod demo;
+pub mod error;
+pub mod model;
+pub mod names;
+pub mod preflight;
+pub mod render;
+pub mod report;
+pub mod session;
+pub mod stacks;
+pub mod target;

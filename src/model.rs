@@ -1,0 +1,116 @@
+//! Plain data handed from the collector to aggregation: what the kernel
+//! counted, already out of BPF's per-CPU and byte layouts, so everything after
+//! collection is pure and testable without BPF.
+
+/// One syscall's counters, for one CPU or summed over all of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyscallCounters {
+    pub nr: u32,
+    /// Entries (exact).
+    pub calls: u64,
+    /// Exits observed after a tracked entry.
+    pub returns: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Stack samples the kernel emitted.
+    pub samples: u64,
+    /// Slot i: calls with 2^i <= latency_ns < 2^(i+1).
+    pub hist_log2_ns: Vec<u64>,
+}
+
+impl SyscallCounters {
+    pub fn merge(&mut self, other: &SyscallCounters) {
+        self.calls += other.calls;
+        self.returns += other.returns;
+        self.errors += other.errors;
+        self.total_ns += other.total_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.samples += other.samples;
+        if self.hist_log2_ns.len() < other.hist_log2_ns.len() {
+            self.hist_log2_ns.resize(other.hist_log2_ns.len(), 0);
+        }
+        for (mine, theirs) in self.hist_log2_ns.iter_mut().zip(&other.hist_log2_ns) {
+            *mine += theirs;
+        }
+    }
+}
+
+/// A thread's kernel counters at one moment (its exit, or a snapshot).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadCounters {
+    pub pid: u32,
+    pub tid: u32,
+    pub ppid: u32,
+    pub exited: bool,
+    /// Wait status as the kernel keeps it (exit code << 8 | signal), at exit.
+    pub exit_code: i32,
+    pub comm: String,
+    /// Tick-sampled user and system time; only their ratio is trusted.
+    pub utime_ns: u64,
+    pub stime_ns: u64,
+    /// Exact on-CPU time.
+    pub runtime_ns: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    /// Task start (boot-based ns): with `tid`, identifies the thread.
+    pub start_ns: u64,
+}
+
+impl ThreadCounters {
+    pub fn key(&self) -> (u32, u64) {
+        (self.tid, self.start_ns)
+    }
+}
+
+/// What the kernel side dropped or could not do; all zero in a clean run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelLoss {
+    pub ringbuf_full: u64,
+    pub stack_read_failed: u64,
+    pub task_storage_failed: u64,
+    pub thread_map_full: u64,
+    pub errno_map_full: u64,
+    pub syscall_nr_out_of_range: u64,
+}
+
+/// Everything the kernel counted once collection stopped.
+#[derive(Clone, Debug, Default)]
+pub struct KernelCounters {
+    /// Summed over CPUs, syscalls with at least one call or return.
+    pub syscalls: Vec<SyscallCounters>,
+    /// (syscall nr, errno, count).
+    pub errnos: Vec<(u32, u32, u64)>,
+    pub exited_threads: Vec<ThreadCounters>,
+    pub loss: KernelLoss,
+}
+
+/// A user stack unwound while its process was alive: each frame named by the
+/// module it lies in and its address as stated in that file, so it can be
+/// symbolized after the process is gone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FrameLoc {
+    /// `module` indexes `ModuleTable`; `svma` is the lookup address (a return
+    /// address minus one, so it falls inside the calling instruction).
+    InModule { module: usize, svma: u64 },
+    /// An address in no file-backed mapping (JIT code, [vdso], [anon]).
+    Unmapped { addr: u64, mapping: Option<String> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UnwoundStack {
+    pub frames: Vec<FrameLoc>,
+    /// Cut short: the stack went deeper than the bytes copied (or the frame
+    /// limit), as opposed to ending where unwind information ends.
+    pub truncated: bool,
+}
+
+/// A sampled syscall entry after unwinding.
+#[derive(Clone, Debug)]
+pub struct SyscallSample {
+    pub nr: u32,
+    pub pid: u32,
+    /// Calls this sample stands for.
+    pub weight: u64,
+    pub stack: UnwoundStack,
+}

@@ -1,0 +1,55 @@
+//! Syscall and errno names for x86_64, generated at build time from the
+//! kernel's UAPI headers (see build.rs), so no table is copied by hand.
+
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/names.rs"));
+}
+
+use generated::{ERRNO_NAMES, SYSCALL_NAMES};
+
+fn lookup(table: &[(u32, &'static str)], nr: u32) -> Option<&'static str> {
+    table.binary_search_by_key(&nr, |&(n, _)| n).ok().map(|i| table[i].1)
+}
+
+pub fn syscall_name(nr: u32) -> String {
+    lookup(SYSCALL_NAMES, nr).map_or_else(|| format!("syscall_{nr}"), str::to_string)
+}
+
+pub fn syscall_nr(name: &str) -> Option<u32> {
+    SYSCALL_NAMES.iter().find(|&&(_, n)| n == name).map(|&(nr, _)| nr)
+}
+
+/// Kernel-internal codes a syscall can return before being restarted; they
+/// never reach user space but are seen at sys_exit.
+const KERNEL_ERRNOS: &[(u32, &str)] = &[
+    (512, "ERESTARTSYS"),
+    (513, "ERESTARTNOINTR"),
+    (514, "ERESTARTNOHAND"),
+    (515, "ENOIOCTLCMD"),
+    (516, "ERESTART_RESTARTBLOCK"),
+];
+
+pub fn errno_name(err: u32) -> String {
+    lookup(ERRNO_NAMES, err)
+        .or_else(|| lookup(KERNEL_ERRNOS, err))
+        .map_or_else(|| format!("errno_{err}"), str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_x86_64_numbers() {
+        assert_eq!(syscall_name(0), "read");
+        assert_eq!(syscall_name(14), "rt_sigprocmask");
+        assert_eq!(syscall_name(110), "getppid");
+        assert_eq!(syscall_nr("futex"), Some(202));
+        assert_eq!(syscall_name(100_000), "syscall_100000");
+        assert_eq!(errno_name(9), "EBADF");
+        assert_eq!(errno_name(11), "EAGAIN");
+        assert_eq!(errno_name(110), "ETIMEDOUT");
+        assert_eq!(errno_name(512), "ERESTARTSYS");
+        assert_eq!(errno_name(4000), "errno_4000");
+    }
+}

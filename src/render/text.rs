@@ -1,0 +1,197 @@
+//! The terminal report. Reads only the `Report`.
+
+use std::fmt::Write;
+
+use crate::report::{EndReason, Mode, Report, SyscallReport};
+
+/// How many syscalls the table shows.
+const TOP_SYSCALLS: usize = 15;
+/// Frames of the top call site shown per syscall.
+const SITE_FRAMES: usize = 6;
+const BAR_WIDTH: usize = 40;
+
+pub fn duration(ns: u64) -> String {
+    let ns_f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", ns_f / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.1} ms", ns_f / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1} us", ns_f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub fn rate(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.2} M/s", per_s / 1e6)
+    } else if per_s >= 1e3 {
+        format!("{:.1} k/s", per_s / 1e3)
+    } else {
+        format!("{per_s:.1}/s")
+    }
+}
+
+/// The user/system split as a bar: `=` user time, `#` system time (the red
+/// part of htop's CPU bar), scaled to the CPU time used per wall second.
+fn cpu_bar(r: &Report, color: bool) -> String {
+    let s = &r.summary;
+    let wall = r.duration_ns.max(1) as f64;
+    // One bar width is one CPU fully busy; more than one CPU saturates it.
+    let scale = |ns: u64| ((ns as f64 / wall) * BAR_WIDTH as f64).round() as usize;
+    let user = scale(s.user_ns).min(BAR_WIDTH);
+    let sys = scale(s.sys_ns).min(BAR_WIDTH - user);
+    let idle = BAR_WIDTH - user - sys;
+    let (u, y, e) = ("=".repeat(user), "#".repeat(sys), " ".repeat(idle));
+    if color {
+        format!("[\x1b[32m{u}\x1b[31m{y}\x1b[0m{e}]")
+    } else {
+        format!("[{u}{y}{e}]")
+    }
+}
+
+fn header(r: &Report, out: &mut String, color: bool) {
+    let target = match (&r.mode, &r.command) {
+        (Mode::Run, Some(argv)) => format!("run: {}", argv.join(" ")),
+        _ => format!("attach: pid {}", r.target_pid),
+    };
+    let status = match (r.exit_status, &r.exit_signal) {
+        (Some(code), Some(sig)) => Some(format!("killed by {sig}, exit status {code}")),
+        (Some(code), None) => Some(format!("exit status {code}")),
+        (None, _) => None,
+    };
+    let why = match r.end_reason {
+        EndReason::TargetExited => None,
+        EndReason::Duration => Some("duration reached"),
+        EndReason::Interrupted => Some("interrupted"),
+    };
+    let end = match (why, status) {
+        (Some(w), Some(s)) => format!("{w}; {s}"),
+        (Some(w), None) => w.to_string(),
+        (None, Some(s)) => s,
+        (None, None) => "target exited".to_string(),
+    };
+    let s = &r.summary;
+    let _ = writeln!(out, "kerntax {target}  (pid {}, {end})", r.target_pid);
+    let _ = writeln!(
+        out,
+        "wall {}   CPU {} user = {} ({:.0}%)  sys # {} ({:.0}%)",
+        duration(r.duration_ns),
+        cpu_bar(r, color),
+        duration(s.user_ns),
+        s.user_percent,
+        duration(s.sys_ns),
+        s.sys_percent
+    );
+    let _ = writeln!(
+        out,
+        "context switches {} voluntary + {} involuntary   syscalls {} ({} calls, {} errors)",
+        rate(s.voluntary_switches_per_s),
+        rate(s.involuntary_switches_per_s),
+        rate(s.syscalls_per_s),
+        count(s.syscalls),
+        count(s.syscall_errors)
+    );
+    let threads: usize = r.threads.len();
+    let _ = writeln!(out, "processes {}, threads {}", r.processes.len(), threads);
+}
+
+/// The call site in a compact form: `a < b < c`, innermost first.
+fn site_line(sc: &SyscallReport) -> Option<String> {
+    let site = sc.callsites.first()?;
+    let mut frames: Vec<&str> = site.frames.iter().take(SITE_FRAMES).map(String::as_str).collect();
+    if site.frames.len() > SITE_FRAMES {
+        frames.push("...");
+    }
+    let share = if sc.calls > 0 { site.calls as f64 * 100.0 / sc.calls as f64 } else { 0.0 };
+    let approx = if site.calls_estimated { "~" } else { "" };
+    Some(format!("{}  [{approx}{}% of calls]", frames.join(" < "), share.round()))
+}
+
+fn syscalls(r: &Report, out: &mut String) {
+    if r.syscalls.is_empty() {
+        let _ = writeln!(out, "\nno system calls observed");
+        return;
+    }
+    let _ = writeln!(out, "\n{:<22} {:>12} {:>9} {:>11} {:>11} {:>10}", "SYSCALL", "CALLS", "ERRORS", "TOTAL", "MAX", "AVG");
+    for sc in r.syscalls.iter().take(TOP_SYSCALLS) {
+        let returned = sc.calls.saturating_sub(sc.unfinished).max(1);
+        let mut errs = count(sc.errors);
+        if let Some((name, _)) = sc.errnos.iter().max_by_key(|(_, c)| **c) {
+            errs = format!("{errs} {name}");
+        }
+        let _ = writeln!(
+            out,
+            "{:<22} {:>12} {:>9} {:>11} {:>11} {:>10}",
+            sc.name,
+            count(sc.calls),
+            errs,
+            duration(sc.total_ns),
+            duration(sc.max_ns),
+            duration(sc.total_ns / returned)
+        );
+        if let Some(line) = site_line(sc) {
+            let _ = writeln!(out, "    at {line}");
+        }
+    }
+    if r.syscalls.len() > TOP_SYSCALLS {
+        let _ = writeln!(out, "... {} more syscalls in the JSON report", r.syscalls.len() - TOP_SYSCALLS);
+    }
+}
+
+fn footer(r: &Report, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "\nstacks: {} samples ({}); attached in {}",
+        count(r.sampling.stack_samples),
+        r.sampling.policy,
+        duration(r.profiler.attach_ns)
+    );
+    let lost = r.loss.nonzero();
+    if lost.is_empty() {
+        let _ = writeln!(out, "loss: none");
+    } else {
+        let list: Vec<String> = lost.iter().map(|(k, v)| format!("{k} {}", count(*v))).collect();
+        let _ = writeln!(out, "loss: {}", list.join(", "));
+    }
+}
+
+pub fn render(r: &Report, color: bool) -> String {
+    let mut out = String::new();
+    header(r, &mut out, color);
+    syscalls(r, &mut out);
+    footer(r, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_and_separators() {
+        assert_eq!(duration(850), "850 ns");
+        assert_eq!(duration(12_340), "12.3 us");
+        assert_eq!(duration(45_100_000), "45.1 ms");
+        assert_eq!(duration(2_500_000_000), "2.500 s");
+        assert_eq!(count(0), "0");
+        assert_eq!(count(1234), "1,234");
+        assert_eq!(count(2_000_001), "2,000,001");
+        assert_eq!(rate(4_850_000.0), "4.85 M/s");
+        assert_eq!(rate(2400.0), "2.4 k/s");
+        assert_eq!(rate(7.25), "7.2/s");
+    }
+}

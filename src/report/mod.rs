@@ -1,0 +1,186 @@
+//! The report: the versioned JSON contract that every renderer and later tool
+//! (`kerntax diff`, HTML, pprof) reads. Renderers read only this.
+//!
+//! Compatibility rule: within a `schema_version`, fields are only added; a
+//! removal or a change of meaning bumps the version.
+
+pub mod build;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Run,
+    Attach,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The target (the command, or the attached process) exited.
+    TargetExited,
+    /// `--duration` elapsed.
+    Duration,
+    /// kerntax got SIGINT (Ctrl-C) or SIGTERM.
+    Interrupted,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub kerntax_version: String,
+    pub mode: Mode,
+    /// argv of the profiled command; null for `attach`.
+    pub command: Option<Vec<String>>,
+    pub target_pid: u32,
+    /// Shell-style exit status (code, or 128 + signal) if the target ended.
+    pub exit_status: Option<i32>,
+    /// Signal that killed the target, if one did.
+    pub exit_signal: Option<String>,
+    pub end_reason: EndReason,
+    /// Wall time profiled.
+    pub duration_ns: u64,
+    pub summary: Summary,
+    pub processes: Vec<ProcessReport>,
+    pub threads: Vec<ThreadReport>,
+    /// Aggregated over the whole target, most total time first.
+    pub syscalls: Vec<SyscallReport>,
+    pub sampling: Sampling,
+    pub loss: Loss,
+    pub profiler: Profiler,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    /// Shares of on-CPU time, 0..100.
+    pub user_percent: f64,
+    pub sys_percent: f64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub voluntary_switches_per_s: f64,
+    pub involuntary_switches_per_s: f64,
+    pub syscalls: u64,
+    pub syscall_errors: u64,
+    pub syscalls_per_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessReport {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    pub thread_count: u32,
+    /// Shell-style exit status if it exited while profiled.
+    pub exit_status: Option<i32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadReport {
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: String,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub exited: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyscallReport {
+    pub name: String,
+    pub nr: u32,
+    /// Exact: counted in the kernel at every entry.
+    pub calls: u64,
+    pub errors: u64,
+    /// errno name -> count.
+    pub errnos: BTreeMap<String, u64>,
+    /// Time from entry to return, summed over the calls that returned.
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Entry i counts calls with 2^i <= latency_ns < 2^(i+1) (i = 0 also
+    /// holds 0 ns); trailing empty buckets are omitted.
+    pub hist_log2_ns: Vec<u64>,
+    /// Calls still inside the kernel when profiling stopped, or that never
+    /// return (exit_group).
+    pub unfinished: u64,
+    /// Most calls first.
+    pub callsites: Vec<Callsite>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Callsite {
+    /// Symbolized user stack, innermost first.
+    pub frames: Vec<String>,
+    pub calls: u64,
+    /// True when `calls` is estimated from weighted samples (it then still
+    /// adds up, over all call sites, to the syscall's exact `calls`).
+    pub calls_estimated: bool,
+    /// Stack samples behind this call site.
+    pub samples: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    pub stack_samples: u64,
+    /// How entries are chosen for a stack.
+    pub policy: String,
+    pub stack_bytes_copied: u64,
+    pub unwinder: String,
+}
+
+/// Everything dropped or not resolved; all zero in a clean run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Loss {
+    /// Stack samples or process events lost to a full ring buffer.
+    pub ringbuf_full: u64,
+    pub stack_read_failed: u64,
+    /// Threads that could not be tracked (task storage allocation failed).
+    pub task_storage_failed: u64,
+    /// Exited threads whose counters did not fit the map.
+    pub thread_map_full: u64,
+    pub errno_map_full: u64,
+    pub syscall_nr_out_of_range: u64,
+    pub events_undecodable: u64,
+    /// Samples from processes whose memory map could not be read in time.
+    pub maps_unavailable: u64,
+    /// Stacks deeper than the user stack bytes copied per sample.
+    pub stacks_truncated: u64,
+    /// Distinct frames left without a function name.
+    pub frames_unsymbolized: u64,
+    /// Mapped files that could not be read for unwinding.
+    pub modules_unreadable: u64,
+    /// Threads present at the start with no final counters.
+    pub threads_unaccounted: u64,
+}
+
+impl Loss {
+    /// (name, count) of the non-zero counters, by name.
+    pub fn nonzero(&self) -> Vec<(String, u64)> {
+        let value = serde_json::to_value(self).expect("loss counters serialize");
+        let fields = value.as_object().cloned().unwrap_or_default();
+        fields.into_iter().filter_map(|(k, v)| v.as_u64().filter(|&c| c > 0).map(|c| (k, c))).collect()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.nonzero().iter().map(|(_, c)| c).sum()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Profiler {
+    /// How syscalls are observed.
+    pub mechanism: String,
+    /// From kerntax's start until the target ran with probes attached.
+    pub attach_ns: u64,
+    /// kerntax's own peak resident memory.
+    pub peak_rss_bytes: u64,
+    pub kernel: String,
+}

@@ -1,0 +1,287 @@
+//! One profiling session, start to report: checks, BPF, the target, the event
+//! loop, and the hand-over to aggregation and report building.
+//!
+//! Ordering matters: the programs are attached before the target runs (a
+//! command is started stopped after its exec), samples are unwound as they
+//! arrive (their process may exit any moment), and every exit path drops the
+//! BPF links, so nothing stays attached whatever happens.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Read;
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::aggregate::thread_usage;
+use crate::collect::{Collector, Event};
+use crate::model::UnwoundStack;
+use crate::preflight;
+use crate::report::build::{Inputs, SampledSite, build};
+use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
+use crate::stacks::symbolize::Symbols;
+use crate::stacks::unwind::Unwinding;
+use crate::target::{ExitStatus, Target};
+
+pub enum What {
+    Run(Vec<OsString>),
+    Attach(u32),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub duration: Option<Duration>,
+    pub json: Option<PathBuf>,
+}
+
+pub struct Outcome {
+    pub report: Report,
+    /// The command's shell-style status for `run`; 0 for `attach`.
+    pub exit_code: i32,
+}
+
+/// SIGINT/SIGTERM arrive as bytes on a socket the event loop polls.
+struct Signals {
+    rx: UnixStream,
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl Signals {
+    fn new() -> Result<Signals> {
+        let (rx, tx) = UnixStream::pair().context("creating the signal pipe")?;
+        rx.set_nonblocking(true)?;
+        let mut ids = vec![];
+        for sig in [libc::SIGINT, libc::SIGTERM] {
+            ids.push(signal_hook::low_level::pipe::register(sig, tx.try_clone()?).context("installing signal handlers")?);
+        }
+        Ok(Signals { rx, ids })
+    }
+
+    /// True if a signal arrived since the last call.
+    fn take(&mut self) -> bool {
+        let mut buf = [0u8; 16];
+        let mut got = false;
+        while let Ok(n) = self.rx.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got = true;
+        }
+        got
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes.
+fn wait_readable(fds: &[i32], timeout: Option<Duration>) {
+    let mut pfds: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    // SAFETY: valid array of pollfd of the given length.
+    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+}
+
+/// Stacks and their summed weights, per syscall, as samples arrive.
+#[derive(Default)]
+struct SampleTally {
+    sites: HashMap<(u32, UnwoundStack), (u64, u64)>,
+    count: u64,
+}
+
+fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally) {
+    for ev in events {
+        match ev {
+            Event::Stack(s) => {
+                let stack = unwinding.unwind(&s);
+                let e = tally.sites.entry((s.nr, stack)).or_default();
+                e.0 += s.weight;
+                e.1 += 1;
+                tally.count += 1;
+            }
+            Event::Fork { pid, ppid, .. } => unwinding.on_fork(pid, ppid),
+            Event::Exec { pid, .. } => unwinding.on_exec(pid),
+        }
+    }
+}
+
+fn peak_rss_bytes() -> u64 {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_maxrss as u64 * 1024
+}
+
+/// After profiling stopped early: lets a `run` command finish (it was sent
+/// `forward` unless it exits on its own within a grace period) and returns
+/// its status. A second Ctrl-C kills it.
+fn finish_child(target: &Target, signals: &mut Signals, forward: i32, grace: Duration) -> ExitStatus {
+    let deadline = Instant::now() + grace;
+    let mut forwarded = false;
+    loop {
+        if let Some(st) = target.try_reap() {
+            return st;
+        }
+        let now = Instant::now();
+        if !forwarded && now >= deadline {
+            target.signal(forward);
+            forwarded = true;
+        }
+        if signals.take() {
+            target.signal(libc::SIGKILL);
+        }
+        let wait = if forwarded { None } else { Some(deadline - now) };
+        wait_readable(&[target.pidfd(), signals.rx.as_raw_fd()], wait);
+    }
+}
+
+pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> {
+    preflight::check()?;
+    let mut signals = Signals::new()?;
+    let mut storage = MaybeUninit::uninit();
+    let mut collector = Collector::load(&mut storage).map_err(preflight::explain_load_failure)?;
+
+    let (mode, command, target) = match &what {
+        What::Run(argv) => {
+            let cmd = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            (Mode::Run, Some(cmd), Target::spawn_stopped(argv)?)
+        }
+        What::Attach(pid) => (Mode::Attach, None, Target::attach(*pid)?),
+    };
+    let baseline = match collector.track(target.pid).and_then(|b| {
+        if target.is_child {
+            target.release()?;
+        }
+        Ok(b)
+    }) {
+        Ok(b) => b,
+        Err(e) => {
+            if target.is_child {
+                target.signal(libc::SIGKILL);
+                while target.try_reap().is_none() {
+                    wait_readable(&[target.pidfd()], Some(Duration::from_millis(100)));
+                }
+            }
+            return Err(e);
+        }
+    };
+    let attach_ns = started.elapsed().as_nanos() as u64;
+    let t0 = Instant::now();
+
+    let mut unwinding = Unwinding::default();
+    let mut tally = SampleTally::default();
+    let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
+    let mut reaped = None;
+    let end_reason = loop {
+        let remaining = opts.duration.map(|d| d.saturating_sub(t0.elapsed()));
+        wait_readable(&fds, remaining);
+        handle(collector.poll(Duration::ZERO)?, &mut unwinding, &mut tally);
+        if signals.take() {
+            break EndReason::Interrupted;
+        }
+        if target.is_child {
+            if let Some(st) = target.try_reap() {
+                reaped = Some(st);
+                break EndReason::TargetExited;
+            }
+        } else if pidfd_ready(target.pidfd()) {
+            break EndReason::TargetExited;
+        }
+        if remaining.is_some_and(|r| r.is_zero()) {
+            break EndReason::Duration;
+        }
+    };
+    let duration_ns = t0.elapsed().as_nanos() as u64;
+
+    handle(collector.stop()?, &mut unwinding, &mut tally);
+    let live = collector.snapshot()?;
+    let kernel = collector.counters()?;
+    let undecodable = *collector.undecodable_events.borrow();
+    drop(collector);
+
+    let exit = if target.is_child {
+        reaped.or_else(|| {
+            let (sig, grace) = match end_reason {
+                EndReason::Duration => (libc::SIGTERM, Duration::ZERO),
+                _ => (libc::SIGINT, Duration::from_millis(500)),
+            };
+            Some(finish_child(&target, &mut signals, sig, grace))
+        })
+    } else {
+        kernel
+            .exited_threads
+            .iter()
+            .find(|t| t.tid == target.pid)
+            .map(|t| ExitStatus::from_wait_status(t.exit_code))
+    };
+
+    let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
+    let symbols = Symbols::resolve(&unwinding.modules, tally.sites.keys().flat_map(|(_, s)| &s.frames));
+    let sites = tally
+        .sites
+        .iter()
+        .map(|((nr, stack), &(weight, samples))| SampledSite { nr: *nr, frames: symbols.stack(&stack.frames), weight, samples })
+        .collect();
+    let k = &kernel.loss;
+    let loss = Loss {
+        ringbuf_full: k.ringbuf_full,
+        stack_read_failed: k.stack_read_failed,
+        task_storage_failed: k.task_storage_failed,
+        thread_map_full: k.thread_map_full,
+        errno_map_full: k.errno_map_full,
+        syscall_nr_out_of_range: k.syscall_nr_out_of_range,
+        events_undecodable: undecodable,
+        maps_unavailable: unwinding.stats.maps_unavailable,
+        stacks_truncated: unwinding.stats.truncated,
+        frames_unsymbolized: symbols.unresolved,
+        modules_unreadable: unwinding.modules.failed,
+        threads_unaccounted,
+    };
+    let report = build(Inputs {
+        mode,
+        command,
+        target_pid: target.pid,
+        exit,
+        end_reason,
+        duration_ns,
+        kernel,
+        threads,
+        sites,
+        sampling: Sampling {
+            stack_samples: tally.count,
+            policy: "every call until a CPU has seen 64 of a syscall, then ~64 random samples per doubling of its count; call-site counts are estimates".into(),
+            stack_bytes_copied: crate::collect::STACK_BYTES as u64,
+            unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
+        },
+        loss,
+        profiler: Profiler {
+            mechanism: "BTF raw tracepoints sys_enter/sys_exit, per-CPU counters".into(),
+            attach_ns,
+            peak_rss_bytes: peak_rss_bytes(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        },
+    });
+    if let Some(path) = &opts.json {
+        crate::render::json::write(&report, path)?;
+    }
+    let exit_code = match (mode, report.exit_status) {
+        (Mode::Run, Some(code)) => code,
+        _ => 0,
+    };
+    Ok(Outcome { report, exit_code })
+}
+
+fn pidfd_ready(fd: i32) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+}

@@ -1,0 +1,172 @@
+//! The ELF files mapped by target processes: opened once each, memory-mapped,
+//! and shared between processes. They give the unwinder its `.eh_frame` tables
+//! and convert runtime addresses to addresses as stated in the file, which is
+//! what symbolization needs once the process is gone.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use memmap2::Mmap;
+use object::{Object, ObjectSection, ObjectSegment};
+
+use super::maps::Mapping;
+
+/// A byte range of a memory-mapped file, cheap to clone.
+#[derive(Clone)]
+pub struct Bytes {
+    map: Arc<Mmap>,
+    range: Range<usize>,
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.map[self.range.clone()]
+    }
+}
+
+struct Section {
+    name: &'static str,
+    svma: Range<u64>,
+    file: Range<usize>,
+}
+
+/// Sections the unwinder reads.
+const UNWIND_SECTIONS: &[&str] = &[".text", ".eh_frame", ".eh_frame_hdr", ".got", ".debug_frame"];
+
+pub struct ElfFile {
+    map: Arc<Mmap>,
+    /// PT_LOAD segments: (file offset, virtual address, file size).
+    segments: Vec<(u64, u64, u64)>,
+    sections: Vec<Section>,
+}
+
+impl ElfFile {
+    pub fn open(path: &str) -> Result<ElfFile> {
+        let file = File::open(path).with_context(|| format!("opening {path}"))?;
+        // SAFETY: read-only private mapping; a file truncated under us would
+        // fault, which is the accepted risk of every profiler reading binaries.
+        let map = Arc::new(unsafe { Mmap::map(&file) }.with_context(|| format!("mapping {path}"))?);
+        let obj = object::File::parse(&**map).with_context(|| format!("parsing ELF {path}"))?;
+        let segments = obj
+            .segments()
+            .map(|s| {
+                let (offset, size) = s.file_range();
+                (offset, s.address(), size)
+            })
+            .collect();
+        let sections = UNWIND_SECTIONS
+            .iter()
+            .filter_map(|&name| {
+                let s = obj.section_by_name(name)?;
+                let (offset, size) = s.file_range()?;
+                let file = offset as usize..(offset + size) as usize;
+                (file.end <= map.len()).then(|| Section {
+                    name,
+                    svma: s.address()..s.address() + s.size(),
+                    file,
+                })
+            })
+            .collect();
+        drop(obj);
+        Ok(ElfFile { map, segments, sections })
+    }
+
+    /// Runtime address minus stated address for code mapped by `m`, found
+    /// from the PT_LOAD segment holding the mapping's file offset.
+    pub fn bias(&self, m: &Mapping) -> Option<u64> {
+        let &(offset, vaddr, _) = self.segments.iter().find(|&&(off, _, size)| {
+            let page_start = off & !0xfff;
+            (page_start..off + size.max(1)).contains(&m.offset)
+        })?;
+        let svma_at_start = vaddr.wrapping_sub(offset).wrapping_add(m.offset);
+        Some(m.start.wrapping_sub(svma_at_start))
+    }
+
+    pub fn section_info(&self) -> SectionInfo<'_> {
+        SectionInfo { file: self.map.clone(), sections: &self.sections }
+    }
+}
+
+pub struct SectionInfo<'a> {
+    file: Arc<Mmap>,
+    sections: &'a [Section],
+}
+
+impl SectionInfo<'_> {
+    fn find(&self, name: &[u8]) -> Option<&Section> {
+        self.sections.iter().find(|s| s.name.as_bytes() == name)
+    }
+}
+
+impl framehop::ModuleSectionInfo<Bytes> for SectionInfo<'_> {
+    fn base_svma(&self) -> u64 {
+        0
+    }
+    fn section_svma_range(&mut self, name: &[u8]) -> Option<Range<u64>> {
+        self.find(name).map(|s| s.svma.clone())
+    }
+    fn section_data(&mut self, name: &[u8]) -> Option<Bytes> {
+        self.find(name).map(|s| Bytes { map: self.file.clone(), range: s.file.clone() })
+    }
+}
+
+/// Every file seen in a target's mappings, numbered: `FrameLoc::InModule`
+/// refers to modules by this number.
+#[derive(Default)]
+pub struct ModuleTable {
+    pub paths: Vec<String>,
+    elves: Vec<Option<Arc<ElfFile>>>,
+    index: HashMap<(u64, u64, String), usize>,
+    /// Files that could not be opened or parsed.
+    pub failed: u64,
+}
+
+impl ModuleTable {
+    /// The module number of the file behind `m` (a file mapping), and its
+    /// ELF contents when they could be read.
+    pub fn get(&mut self, m: &Mapping) -> (usize, Option<Arc<ElfFile>>) {
+        let path = m.path.clone().unwrap_or_default();
+        let key = (m.dev, m.inode, path.clone());
+        if let Some(&i) = self.index.get(&key) {
+            return (i, self.elves[i].clone());
+        }
+        let elf = ElfFile::open(&path).ok().map(Arc::new);
+        if elf.is_none() {
+            self.failed += 1;
+        }
+        let i = self.paths.len();
+        self.paths.push(path);
+        self.elves.push(elf.clone());
+        self.index.insert(key, i);
+        (i, elf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bias_of_a_position_independent_executable_text_mapping() {
+        // Own test binary: its text segment mapping is described by our maps.
+        let maps = crate::stacks::maps::read(std::process::id()).unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_string_lossy();
+        let text = maps
+            .iter()
+            .find(|m| m.executable && m.path.as_deref() == Some(&*exe))
+            .expect("own text mapping");
+        let elf = ElfFile::open(&exe).unwrap();
+        let bias = elf.bias(text).unwrap();
+        // The address of a function in this binary minus the bias is its
+        // address as the file states it, which lies inside .text.
+        let f = bias_of_a_position_independent_executable_text_mapping as usize as u64;
+        let svma = f - bias;
+        let text_section = elf.sections.iter().find(|s| s.name == ".text").unwrap();
+        assert!(text_section.svma.contains(&svma), "{svma:#x} not in {:?}", text_section.svma);
+    }
+}

@@ -1,0 +1,7 @@
+//! User stacks: unwinding sampled stacks while their process lives, and
+//! naming the frames afterwards.
+
+pub mod elf;
+pub mod maps;
+pub mod symbolize;
+pub mod unwind;

@@ -1,0 +1,141 @@
+//! Names for unwound frames, resolved from the files themselves (blazesym,
+//! with DWARF where the file or its separate debug file has it), after the
+//! profiled processes may be gone.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use blazesym::symbolize::source::{Elf, Source};
+use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
+
+use super::elf::ModuleTable;
+use crate::model::FrameLoc;
+
+/// Symbolized frames: each location becomes one or more strings (inlined
+/// functions first), innermost first.
+#[derive(Default)]
+pub struct Symbols {
+    names: HashMap<FrameLoc, Vec<String>>,
+    /// Frames that got no function name.
+    pub unresolved: u64,
+}
+
+fn file_name(path: &str) -> &str {
+    Path::new(path).file_name().and_then(|f| f.to_str()).unwrap_or(path)
+}
+
+fn location(ci: &CodeInfo<'_>) -> String {
+    let file = ci.file.to_string_lossy();
+    match ci.line {
+        Some(line) => format!("{file}:{line}"),
+        None => file.into_owned(),
+    }
+}
+
+/// `name (file:line)` where debug info exists, `name (library)` otherwise.
+pub fn frame_string(name: &str, code: Option<&CodeInfo<'_>>, module: &str) -> String {
+    match code {
+        Some(ci) => format!("{name} ({})", location(ci)),
+        None => format!("{name} ({})", file_name(module)),
+    }
+}
+
+impl Symbols {
+    pub fn resolve<'a>(modules: &ModuleTable, locs: impl IntoIterator<Item = &'a FrameLoc>) -> Symbols {
+        let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+        let mut out = Symbols::default();
+        for loc in locs {
+            match loc {
+                FrameLoc::InModule { module, svma } => by_module.entry(*module).or_default().push(*svma),
+                FrameLoc::Unmapped { addr, mapping } => {
+                    let s = match mapping {
+                        Some(m) => format!("{} {addr:#x}", file_name(m)),
+                        None => format!("[unknown] {addr:#x}"),
+                    };
+                    out.names.insert(loc.clone(), vec![s]);
+                    out.unresolved += 1;
+                }
+            }
+        }
+        let symbolizer = Symbolizer::new();
+        for (module, mut addrs) in by_module {
+            addrs.sort_unstable();
+            addrs.dedup();
+            let path = &modules.paths[module];
+            let src = Source::Elf(Elf::new(path));
+            let results = symbolizer.symbolize(&src, Input::VirtOffset(&addrs)).unwrap_or_default();
+            // A return address planted by a trampoline (makecontext's
+            // __start_context) points at a function's first byte, so the
+            // lookup address one before it falls outside: try it as is.
+            let missed: Vec<u64> = addrs
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| matches!(r, Symbolized::Unknown(_)))
+                .map(|(&a, _)| a + 1)
+                .collect();
+            let retried = symbolizer.symbolize(&src, Input::VirtOffset(&missed)).unwrap_or_default();
+            let mut retried = retried.iter();
+            for (i, &svma) in addrs.iter().enumerate() {
+                let result = match results.get(i) {
+                    Some(Symbolized::Unknown(_)) => retried.next(),
+                    r => r,
+                };
+                let names = match result {
+                    Some(Symbolized::Sym(sym)) => {
+                        let mut v: Vec<String> = sym
+                            .inlined
+                            .iter()
+                            .rev()
+                            .map(|f| frame_string(&f.name, f.code_info.as_ref(), path) + " [inlined]")
+                            .collect();
+                        v.push(frame_string(&sym.name, sym.code_info.as_deref(), path));
+                        v
+                    }
+                    _ => {
+                        out.unresolved += 1;
+                        vec![format!("{}+{svma:#x}", file_name(path))]
+                    }
+                };
+                out.names.insert(FrameLoc::InModule { module, svma }, names);
+            }
+        }
+        out
+    }
+
+    /// The strings for a stack, innermost first.
+    pub fn stack(&self, frames: &[FrameLoc]) -> Vec<String> {
+        frames
+            .iter()
+            .flat_map(|f| self.names.get(f).cloned().unwrap_or_else(|| vec!["[unresolved]".into()]))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_strings_prefer_file_and_line_then_library() {
+        assert_eq!(frame_string("swapcontext", None, "/usr/lib/x86_64-linux-gnu/libc.so.6"), "swapcontext (libc.so.6)");
+        let ci = CodeInfo {
+            dir: None,
+            file: std::ffi::OsStr::new("calls.c").into(),
+            line: Some(42),
+            column: None,
+            _non_exhaustive: (),
+        };
+        assert_eq!(frame_string("mask_inner", Some(&ci), "/x/calls"), "mask_inner (calls.c:42)");
+    }
+
+    #[test]
+    fn unmapped_frames_are_named_by_their_region_and_counted() {
+        let locs = [
+            FrameLoc::Unmapped { addr: 0x7fff0010, mapping: Some("[vdso]".into()) },
+            FrameLoc::Unmapped { addr: 0x1234, mapping: None },
+        ];
+        let s = Symbols::resolve(&ModuleTable::default(), &locs);
+        assert_eq!(s.stack(&locs), vec!["[vdso] 0x7fff0010".to_string(), "[unknown] 0x1234".to_string()]);
+        assert_eq!(s.unresolved, 2);
+    }
+}
