@@ -18,7 +18,11 @@ fn main() {
     build_bpf(&out);
     write_name_tables(&out);
     build_c_programs(Path::new("lab"), &out.join("lab"), "KERNTAX_LAB_DIR");
-    build_c_programs(Path::new("tests/fixtures"), &out.join("fixtures"), "KERNTAX_FIXTURE_DIR");
+    build_c_programs(
+        Path::new("tests/fixtures"),
+        &out.join("fixtures"),
+        "KERNTAX_FIXTURE_DIR",
+    );
 }
 
 fn build_bpf(out: &Path) {

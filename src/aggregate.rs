@@ -67,8 +67,12 @@ pub fn thread_usage(
                 comm: end.comm.clone(),
                 user_ns,
                 sys_ns,
-                voluntary_switches: end.voluntary_switches.saturating_sub(begin.voluntary_switches),
-                involuntary_switches: end.involuntary_switches.saturating_sub(begin.involuntary_switches),
+                voluntary_switches: end
+                    .voluntary_switches
+                    .saturating_sub(begin.voluntary_switches),
+                involuntary_switches: end
+                    .involuntary_switches
+                    .saturating_sub(begin.involuntary_switches),
                 exited: end.exited,
                 exit_code: end.exit_code,
             }
@@ -91,7 +95,10 @@ pub struct SiteCount<K> {
 /// Distributes a syscall's exact call count over its call sites in proportion
 /// to their sample weights (each sample weighs its sampling period), so the
 /// sites add up to the exact total. `sites`: (key, summed weight, samples).
-pub fn estimate_sites<K: Clone + Ord>(exact_calls: u64, sites: &[(K, u64, u64)]) -> Vec<SiteCount<K>> {
+pub fn estimate_sites<K: Clone + Ord>(
+    exact_calls: u64,
+    sites: &[(K, u64, u64)],
+) -> Vec<SiteCount<K>> {
     let total_weight: u64 = sites.iter().map(|s| s.1).sum();
     let total_samples: u64 = sites.iter().map(|s| s.2).sum();
     if total_weight == 0 {
@@ -104,7 +111,11 @@ pub fn estimate_sites<K: Clone + Ord>(exact_calls: u64, sites: &[(K, u64, u64)])
         .enumerate()
         .map(|(i, s)| {
             let exact = s.1 as u128 * exact_calls as u128;
-            ((exact / total_weight as u128) as u64, exact % total_weight as u128, i)
+            (
+                (exact / total_weight as u128) as u64,
+                exact % total_weight as u128,
+                i,
+            )
         })
         .collect();
     let assigned: u64 = shares.iter().map(|s| s.0).sum();
@@ -119,7 +130,12 @@ pub fn estimate_sites<K: Clone + Ord>(exact_calls: u64, sites: &[(K, u64, u64)])
     }
     let mut out: Vec<SiteCount<K>> = shares
         .into_iter()
-        .map(|(calls, _, i)| SiteCount { key: sites[i].0.clone(), calls, samples: sites[i].2, estimated: !complete })
+        .map(|(calls, _, i)| SiteCount {
+            key: sites[i].0.clone(),
+            calls,
+            samples: sites[i].2,
+            estimated: !complete,
+        })
         .collect();
     out.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.key.cmp(&b.key)));
     out
@@ -138,7 +154,14 @@ mod tests {
         assert_eq!(u + s, 1_000_000_007);
     }
 
-    fn counters(tid: u32, start: u64, utime: u64, stime: u64, runtime: u64, vol: u64) -> ThreadCounters {
+    fn counters(
+        tid: u32,
+        start: u64,
+        utime: u64,
+        stime: u64,
+        runtime: u64,
+        vol: u64,
+    ) -> ThreadCounters {
         ThreadCounters {
             pid: 1,
             tid,
@@ -164,15 +187,23 @@ mod tests {
         let t10 = &threads[0];
         assert_eq!((t10.tid, t10.exited, t10.voluntary_switches), (10, true, 3));
         assert_eq!(t10.user_ns + t10.sys_ns, 200);
-        assert_eq!((t10.user_ns, t10.sys_ns), (40, 160)); // ticks 4:8
-        assert_eq!((threads[1].tid, threads[1].user_ns, threads[1].sys_ns), (12, 50, 0));
+        assert_eq!((t10.user_ns, t10.sys_ns), (67, 133)); // tick deltas 4:8 of 200 ns
+        assert_eq!(
+            (threads[1].tid, threads[1].user_ns, threads[1].sys_ns),
+            (12, 50, 0)
+        );
     }
 
     #[test]
     fn fully_sampled_sites_are_exact_counts() {
         let sites = [("a", 30, 30), ("b", 12, 12)];
         let out = estimate_sites(42, &sites);
-        assert_eq!(out.iter().map(|s| (s.key, s.calls, s.estimated)).collect::<Vec<_>>(), vec![("a", 30, false), ("b", 12, false)]);
+        assert_eq!(
+            out.iter()
+                .map(|s| (s.key, s.calls, s.estimated))
+                .collect::<Vec<_>>(),
+            vec![("a", 30, false), ("b", 12, false)]
+        );
     }
 
     #[test]
@@ -182,8 +213,8 @@ mod tests {
         let out = estimate_sites(2_000_000, &sites);
         assert_eq!(out.iter().map(|s| s.calls).sum::<u64>(), 2_000_000);
         assert_eq!(out[0].key, "hot");
-        assert_eq!(out[0].calls, 1_998_999);
-        assert_eq!(out[1].calls, 10_001);
+        assert_eq!(out[0].calls, 1_989_995); // 1,989,000 * 2,000,000 / 1,999,000 = 1,989,994.997
+        assert_eq!(out[1].calls, 10_005);
         assert!(out.iter().all(|s| s.estimated));
     }
 

@@ -13,8 +13,12 @@ use crate::render::text;
 use crate::session::{self, Options, What};
 
 #[derive(Parser, Debug)]
-#[command(name = "kerntax", version, about = "Finds the time a program pays to the kernel: system calls, \
-    context switches, and where in the code they come from.")]
+#[command(
+    name = "kerntax",
+    version,
+    about = "Finds the time a program pays to the kernel: system calls, \
+    context switches, and where in the code they come from."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,7 +41,12 @@ enum Command {
         #[command(flatten)]
         opts: ProfileArgs,
         /// The command and its arguments (after `--`).
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
         cmd: Vec<OsString>,
     },
     /// Profile a running process, its threads and children, until the
@@ -61,9 +70,14 @@ enum Command {
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.trim_end_matches('s').parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    let secs: f64 = s
+        .trim_end_matches('s')
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
     if !(secs > 0.0 && secs.is_finite() && secs < 1e9) {
-        return Err(format!("{s:?}: the duration must be a positive number of seconds"));
+        return Err(format!(
+            "{s:?}: the duration must be a positive number of seconds"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -73,11 +87,23 @@ pub fn stdout_is_tty() -> bool {
 }
 
 fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i32> {
-    let options = Options { duration: opts.duration, json: opts.json };
-    let outcome = session::profile(what, &options, started)?;
+    let outcome = session::profile(
+        what,
+        &Options {
+            duration: opts.duration,
+        },
+        started,
+    )?;
     // Like strace -c and perf stat: the report goes to stderr, leaving the
-    // command's own stdout alone.
-    eprint!("{}", text::render(&outcome.report, std::io::stderr().is_terminal()));
+    // command's own stdout alone. Printed before the JSON is written, so a
+    // bad --json path still leaves the user with the report.
+    eprint!(
+        "{}",
+        text::render(&outcome.report, std::io::stderr().is_terminal())
+    );
+    if let Some(path) = &opts.json {
+        crate::render::json::write(&outcome.report, path)?;
+    }
     Ok(outcome.exit_code)
 }
 
@@ -89,7 +115,9 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
             print!("{}", crate::demo::list());
             Ok(0)
         }
-        Command::Demo { scenario, json, .. } => crate::demo::run(scenario.as_deref(), json.as_deref()),
+        Command::Demo { scenario, json, .. } => {
+            crate::demo::run(scenario.as_deref(), json.as_deref())
+        }
     }
 }
 
@@ -112,4 +140,3 @@ pub fn main() -> i32 {
         }
     }
 }
-

@@ -40,27 +40,42 @@ pub const SCENARIOS: &[Scenario] = &[Scenario {
 pub fn find(name: &str) -> Result<&'static Scenario, Exit> {
     SCENARIOS.iter().find(|s| s.name == name).ok_or_else(|| {
         let names: Vec<_> = SCENARIOS.iter().map(|s| s.name).collect();
-        Exit::new(2, format!("no lab scenario named {name:?}; scenarios: {}", names.join(", ")))
+        Exit::new(
+            2,
+            format!(
+                "no lab scenario named {name:?}; scenarios: {}",
+                names.join(", ")
+            ),
+        )
     })
 }
 
 pub fn list() -> String {
     let mut out = String::from("lab scenarios (kerntax demo NAME runs one):\n");
     for s in SCENARIOS {
-        let _ = writeln!(out, "  {:<14} {}\n  {:<14} {}", s.name, s.story, "", s.about);
+        let _ = writeln!(
+            out,
+            "  {:<14} {}\n  {:<14} {}",
+            s.name, s.story, "", s.about
+        );
     }
     out
 }
 
 fn extract(dir: &Path, s: &Scenario) -> Result<PathBuf> {
     let path = dir.join(s.program);
-    std::fs::write(&path, s.binary).with_context(|| format!("writing lab program {}", path.display()))?;
+    std::fs::write(&path, s.binary)
+        .with_context(|| format!("writing lab program {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
     Ok(path)
 }
 
 fn delta_line(name: &str, before: f64, after: f64, unit: &str) -> String {
-    let change = if before > 0.0 { format!("{:+.0}%", (after - before) * 100.0 / before) } else { "n/a".into() };
+    let change = if before > 0.0 {
+        format!("{:+.0}%", (after - before) * 100.0 / before)
+    } else {
+        "n/a".into()
+    };
     format!("  {name:<26} {before:>14.2} {after:>14.2} {unit:<6} {change:>8}\n")
 }
 
@@ -68,10 +83,21 @@ fn delta_line(name: &str, before: f64, after: f64, unit: &str) -> String {
 pub fn compare(bad: &Report, fixed: &Report) -> String {
     let mut out = format!("  {:<26} {:>14} {:>14}\n", "", "bad", "fixed");
     let (b, f) = (&bad.summary, &fixed.summary);
-    out += &delta_line("wall time", bad.duration_ns as f64 / 1e6, fixed.duration_ns as f64 / 1e6, "ms");
+    out += &delta_line(
+        "wall time",
+        bad.duration_ns as f64 / 1e6,
+        fixed.duration_ns as f64 / 1e6,
+        "ms",
+    );
     out += &delta_line("system CPU share", b.sys_percent, f.sys_percent, "%");
-    out += &delta_line("syscalls per second", b.syscalls_per_s, f.syscalls_per_s, "/s");
-    let switches = |s: &crate::report::Summary| s.voluntary_switches_per_s + s.involuntary_switches_per_s;
+    out += &delta_line(
+        "syscalls per second",
+        b.syscalls_per_s,
+        f.syscalls_per_s,
+        "/s",
+    );
+    let switches =
+        |s: &crate::report::Summary| s.voluntary_switches_per_s + s.involuntary_switches_per_s;
     out += &delta_line("context switches per sec", switches(b), switches(f), "/s");
     out
 }
@@ -95,11 +121,18 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
             argv.extend(args.iter().map(OsString::from));
             let json = json_dir.map(|d| d.join(format!("{}-{variant}.json", s.name)));
             println!("--- {variant}: {} {}", s.program, args.join(" "));
-            let outcome = session::profile(What::Run(argv), &Options { duration: None, json }, Instant::now())?;
+            let outcome = session::profile(What::Run(argv), &Options::default(), Instant::now())?;
             println!("{}", text::render(&outcome.report, color));
+            if let Some(path) = json {
+                crate::render::json::write(&outcome.report, &path)?;
+            }
             reports.push(outcome.report);
         }
-        println!("--- {}: bad vs fixed\n{}", s.name, compare(&reports[0], &reports[1]));
+        println!(
+            "--- {}: bad vs fixed\n{}",
+            s.name,
+            compare(&reports[0], &reports[1])
+        );
     }
     Ok(0)
 }

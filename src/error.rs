@@ -11,7 +11,10 @@ pub struct Exit {
 
 impl Exit {
     pub fn new(code: i32, message: impl Into<String>) -> Exit {
-        Exit { code, message: message.into() }
+        Exit {
+            code,
+            message: message.into(),
+        }
     }
 }
 

@@ -8,7 +8,10 @@ mod generated {
 use generated::{ERRNO_NAMES, SYSCALL_NAMES};
 
 fn lookup(table: &[(u32, &'static str)], nr: u32) -> Option<&'static str> {
-    table.binary_search_by_key(&nr, |&(n, _)| n).ok().map(|i| table[i].1)
+    table
+        .binary_search_by_key(&nr, |&(n, _)| n)
+        .ok()
+        .map(|i| table[i].1)
 }
 
 pub fn syscall_name(nr: u32) -> String {
@@ -16,7 +19,10 @@ pub fn syscall_name(nr: u32) -> String {
 }
 
 pub fn syscall_nr(name: &str) -> Option<u32> {
-    SYSCALL_NAMES.iter().find(|&&(_, n)| n == name).map(|&(nr, _)| nr)
+    SYSCALL_NAMES
+        .iter()
+        .find(|&&(_, n)| n == name)
+        .map(|&(nr, _)| nr)
 }
 
 /// Kernel-internal codes a syscall can return before being restarted; they

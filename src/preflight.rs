@@ -17,12 +17,16 @@ const MIN_KERNEL: (u32, u32) = (5, 17);
 /// Where the kernel's BTF is read from: `KERNTAX_BTF` (e.g. a BTFHub file for
 /// a kernel built without CONFIG_DEBUG_INFO_BTF) or the kernel's own.
 pub fn btf_path() -> PathBuf {
-    std::env::var_os("KERNTAX_BTF").map_or_else(|| PathBuf::from("/sys/kernel/btf/vmlinux"), PathBuf::from)
+    std::env::var_os("KERNTAX_BTF")
+        .map_or_else(|| PathBuf::from("/sys/kernel/btf/vmlinux"), PathBuf::from)
 }
 
 fn effective_caps() -> Option<u64> {
     let status = fs::read_to_string("/proc/self/status").ok()?;
-    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?.trim();
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))?
+        .trim();
     u64::from_str_radix(hex, 16).ok()
 }
 
@@ -48,7 +52,9 @@ fn parse_release(release: &str) -> Option<(u32, u32)> {
 }
 
 fn kernel_release() -> String {
-    fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+    fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 pub fn check() -> Result<(), Exit> {
@@ -65,13 +71,16 @@ pub fn check() -> Result<(), Exit> {
         }
     }
     let release = kernel_release();
-    if let Some(version) = parse_release(&release) {
-        if version < MIN_KERNEL {
-            return Err(Exit::new(
-                1,
-                format!("kernel {release} is too old: kerntax needs Linux {}.{} or newer", MIN_KERNEL.0, MIN_KERNEL.1),
-            ));
-        }
+    if let Some(version) = parse_release(&release)
+        && version < MIN_KERNEL
+    {
+        return Err(Exit::new(
+            1,
+            format!(
+                "kernel {release} is too old: kerntax needs Linux {}.{} or newer",
+                MIN_KERNEL.0, MIN_KERNEL.1
+            ),
+        ));
     }
     let btf = btf_path();
     if !btf.exists() {
@@ -84,7 +93,10 @@ pub fn check() -> Result<(), Exit> {
         ));
     }
     // Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; lifting it is harmless after.
-    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
     // SAFETY: plain syscall with a valid pointer.
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
     Ok(())
@@ -102,7 +114,10 @@ pub fn explain_load_failure(err: anyhow::Error) -> anyhow::Error {
     } else {
         "the kernel rejected kerntax's BPF programs"
     };
-    anyhow::Error::new(Exit::new(1, format!("{hint} (kernel {}: {text})", kernel_release())))
+    anyhow::Error::new(Exit::new(
+        1,
+        format!("{hint} (kernel {}: {text})", kernel_release()),
+    ))
 }
 
 #[cfg(test)]

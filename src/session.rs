@@ -12,7 +12,6 @@ use std::io::Read;
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -24,7 +23,7 @@ use crate::preflight;
 use crate::report::build::{Inputs, SampledSite, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
 use crate::stacks::symbolize::Symbols;
-use crate::stacks::unwind::Unwinding;
+use crate::stacks::unwind::{Unwinding, Unwound};
 use crate::target::{ExitStatus, Target};
 
 pub enum What {
@@ -35,7 +34,6 @@ pub enum What {
 #[derive(Clone, Debug, Default)]
 pub struct Options {
     pub duration: Option<Duration>,
-    pub json: Option<PathBuf>,
 }
 
 pub struct Outcome {
@@ -56,7 +54,10 @@ impl Signals {
         rx.set_nonblocking(true)?;
         let mut ids = vec![];
         for sig in [libc::SIGINT, libc::SIGTERM] {
-            ids.push(signal_hook::low_level::pipe::register(sig, tx.try_clone()?).context("installing signal handlers")?);
+            ids.push(
+                signal_hook::low_level::pipe::register(sig, tx.try_clone()?)
+                    .context("installing signal handlers")?,
+            );
         }
         Ok(Signals { rx, ids })
     }
@@ -85,7 +86,14 @@ impl Drop for Signals {
 
 /// Waits until one of `fds` is readable or `timeout` passes.
 fn wait_readable(fds: &[i32], timeout: Option<Duration>) {
-    let mut pfds: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
     // SAFETY: valid array of pollfd of the given length.
     unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
@@ -98,20 +106,28 @@ struct SampleTally {
     count: u64,
 }
 
-fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally) {
-    for ev in events {
-        match ev {
-            Event::Stack(s) => {
-                let stack = unwinding.unwind(&s);
-                let e = tally.sites.entry((s.nr, stack)).or_default();
-                e.0 += s.weight;
-                e.1 += 1;
-                tally.count += 1;
-            }
-            Event::Fork { pid, ppid, .. } => unwinding.on_fork(pid, ppid),
-            Event::Exec { pid, .. } => unwinding.on_exec(pid),
+impl SampleTally {
+    fn add(&mut self, unwound: Vec<Unwound>) {
+        for (nr, weight, stack) in unwound {
+            let e = self.sites.entry((nr, stack)).or_default();
+            e.0 += weight;
+            e.1 += 1;
+            self.count += 1;
         }
     }
+}
+
+fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally) {
+    let mut out = Vec::new();
+    for ev in events {
+        match ev {
+            Event::Stack(s) => unwinding.push(s, &mut out),
+            Event::Fork { pid, ppid, .. } => unwinding.on_fork(pid, ppid),
+            Event::Exec { pid, filename, .. } => unwinding.on_exec(pid, &filename),
+            Event::ExitMaps { pid, maps, .. } => unwinding.on_exit_maps(pid, &maps, &mut out),
+        }
+    }
+    tally.add(out);
 }
 
 fn peak_rss_bytes() -> u64 {
@@ -124,7 +140,12 @@ fn peak_rss_bytes() -> u64 {
 /// After profiling stopped early: lets a `run` command finish (it was sent
 /// `forward` unless it exits on its own within a grace period) and returns
 /// its status. A second Ctrl-C kills it.
-fn finish_child(target: &Target, signals: &mut Signals, forward: i32, grace: Duration) -> ExitStatus {
+fn finish_child(
+    target: &Target,
+    signals: &mut Signals,
+    forward: i32,
+    grace: Duration,
+) -> ExitStatus {
     let deadline = Instant::now() + grace;
     let mut forwarded = false;
     loop {
@@ -139,7 +160,11 @@ fn finish_child(target: &Target, signals: &mut Signals, forward: i32, grace: Dur
         if signals.take() {
             target.signal(libc::SIGKILL);
         }
-        let wait = if forwarded { None } else { Some(deadline - now) };
+        let wait = if forwarded {
+            None
+        } else {
+            Some(deadline - now)
+        };
         wait_readable(&[target.pidfd(), signals.rx.as_raw_fd()], wait);
     }
 }
@@ -152,11 +177,19 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
 
     let (mode, command, target) = match &what {
         What::Run(argv) => {
-            let cmd = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            let cmd = argv
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
             (Mode::Run, Some(cmd), Target::spawn_stopped(argv)?)
         }
         What::Attach(pid) => (Mode::Attach, None, Target::attach(*pid)?),
     };
+    // File names of the loader and libc from our own map, of the program
+    // from the target's (still stopped if we started it).
+    let mut unwinding = Unwinding::default();
+    unwinding.learn(std::process::id());
+    unwinding.learn(target.pid);
     let baseline = match collector.track(target.pid).and_then(|b| {
         if target.is_child {
             target.release()?;
@@ -175,9 +208,14 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         }
     };
     let attach_ns = started.elapsed().as_nanos() as u64;
+    if !target.is_child {
+        eprintln!(
+            "kerntax: profiling pid {} and its threads and children; Ctrl-C to stop",
+            target.pid
+        );
+    }
     let t0 = Instant::now();
 
-    let mut unwinding = Unwinding::default();
     let mut tally = SampleTally::default();
     let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
     let mut reaped = None;
@@ -203,6 +241,9 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let duration_ns = t0.elapsed().as_nanos() as u64;
 
     handle(collector.stop()?, &mut unwinding, &mut tally);
+    let mut rest = Vec::new();
+    unwinding.flush(&mut rest);
+    tally.add(rest);
     let live = collector.snapshot()?;
     let kernel = collector.counters()?;
     let undecodable = *collector.undecodable_events.borrow();
@@ -225,11 +266,19 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     };
 
     let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
-    let symbols = Symbols::resolve(&unwinding.modules, tally.sites.keys().flat_map(|(_, s)| &s.frames));
+    let symbols = Symbols::resolve(
+        &unwinding.modules,
+        tally.sites.keys().flat_map(|(_, s)| &s.frames),
+    );
     let sites = tally
         .sites
         .iter()
-        .map(|((nr, stack), &(weight, samples))| SampledSite { nr: *nr, frames: symbols.stack(&stack.frames), weight, samples })
+        .map(|((nr, stack), &(weight, samples))| SampledSite {
+            nr: *nr,
+            frames: symbols.stack(&stack.frames),
+            weight,
+            samples,
+        })
         .collect();
     let k = &kernel.loss;
     let loss = Loss {
@@ -270,9 +319,6 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
         },
     });
-    if let Some(path) = &opts.json {
-        crate::render::json::write(&report, path)?;
-    }
     let exit_code = match (mode, report.exit_status) {
         (Mode::Run, Some(code)) => code,
         _ => 0,
@@ -281,7 +327,11 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
 }
 
 fn pidfd_ready(fd: i32) -> bool {
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd, no wait.
     unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
 }

@@ -29,6 +29,15 @@ fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// The process (thread group) a thread id belongs to.
+fn thread_group_of(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// How a process ended, as a shell reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -76,7 +85,9 @@ impl Target {
             let name = program.to_string_lossy();
             match e.kind() {
                 io::ErrorKind::NotFound => Exit::new(127, format!("{name}: command not found")),
-                io::ErrorKind::PermissionDenied => Exit::new(126, format!("{name}: permission denied")),
+                io::ErrorKind::PermissionDenied => {
+                    Exit::new(126, format!("{name}: permission denied"))
+                }
                 _ => Exit::new(126, format!("{name}: cannot execute: {e}")),
             }
         })?;
@@ -90,10 +101,21 @@ impl Target {
         }
         if !libc::WIFSTOPPED(status) {
             let st = ExitStatus::from_wait_status(status);
-            return Err(Exit::new(st.shell_code(), format!("{} ended before it could be profiled", program.to_string_lossy())).into());
+            return Err(Exit::new(
+                st.shell_code(),
+                format!(
+                    "{} ended before it could be profiled",
+                    program.to_string_lossy()
+                ),
+            )
+            .into());
         }
         let pidfd = pidfd_open(pid).context("opening a pidfd for the command")?;
-        Ok(Target { pid, pidfd, is_child: true })
+        Ok(Target {
+            pid,
+            pidfd,
+            is_child: true,
+        })
     }
 
     /// Lets a target started by `spawn_stopped` run, untraced.
@@ -113,15 +135,31 @@ impl Target {
         }
         let pidfd = pidfd_open(pid).map_err(|e| match e.raw_os_error() {
             Some(libc::ESRCH) => Exit::new(1, format!("no such process: {pid}")),
-            Some(libc::EINVAL) => Exit::new(1, format!("{pid} is a thread id, not a process id; attach to its process (Tgid in /proc/{pid}/status)")),
-            Some(libc::EPERM) | Some(libc::EACCES) => Exit::new(1, format!("no permission to observe process {pid}")),
+            Some(libc::EINVAL) | Some(libc::ENOENT) => match thread_group_of(pid) {
+                Some(tgid) if tgid != pid => Exit::new(
+                    1,
+                    format!("{pid} is a thread id, not a process id: attach to its process {tgid}"),
+                ),
+                _ => Exit::new(1, format!("no such process: {pid}")),
+            },
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                Exit::new(1, format!("no permission to observe process {pid}"))
+            }
             _ => Exit::new(1, format!("cannot open process {pid}: {e}")),
         })?;
         // Reading its memory map for stacks needs ptrace-level access.
         if let Err(e) = std::fs::File::open(format!("/proc/{pid}/maps")) {
-            return Err(Exit::new(1, format!("no permission to observe process {pid}: /proc/{pid}/maps: {e}")).into());
+            return Err(Exit::new(
+                1,
+                format!("no permission to observe process {pid}: /proc/{pid}/maps: {e}"),
+            )
+            .into());
         }
-        Ok(Target { pid, pidfd, is_child: false })
+        Ok(Target {
+            pid,
+            pidfd,
+            is_child: false,
+        })
     }
 
     pub fn pidfd(&self) -> RawFd {
@@ -142,7 +180,13 @@ impl Target {
     pub fn signal(&self, sig: i32) {
         // SAFETY: pidfd_send_signal on our pidfd cannot hit a recycled PID.
         unsafe {
-            libc::syscall(libc::SYS_pidfd_send_signal, self.pidfd.as_raw_fd(), sig, std::ptr::null::<libc::siginfo_t>(), 0);
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
         }
     }
 }

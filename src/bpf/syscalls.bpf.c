@@ -21,6 +21,14 @@ char LICENSE[] SEC("license") = "GPL";
  * BTF; these unused globals put them in BTF so the Rust types get generated. */
 struct kt_stack_event *kt_btf_stack_event __attribute__((unused));
 struct kt_proc_event *kt_btf_proc_event __attribute__((unused));
+struct kt_exit_maps_event *kt_btf_exit_maps_event __attribute__((unused));
+
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
+				 __u64 addr) __ksym __weak;
+extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
+
+#define KT_VM_EXEC 0x4
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -271,7 +279,7 @@ static __always_inline bool task_is_tracked(struct task_struct *task)
 	       bpf_map_lookup_elem(&kt_tgids, &tgid);
 }
 
-static __always_inline void emit_proc_event(__u32 kind, struct task_struct *task, __u32 ppid)
+static __always_inline struct kt_proc_event *proc_event(__u32 kind, struct task_struct *task, __u32 ppid)
 {
 	struct kt_proc_event *ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
 
@@ -280,14 +288,15 @@ static __always_inline void emit_proc_event(__u32 kind, struct task_struct *task
 
 		if (l)
 			l->ringbuf_full++;
-		return;
+		return 0;
 	}
 	ev->hdr.kind = kind;
 	ev->hdr.pid = BPF_CORE_READ(task, tgid);
 	ev->hdr.tid = BPF_CORE_READ(task, pid);
 	ev->ppid = ppid;
 	BPF_CORE_READ_STR_INTO(&ev->comm, task, comm);
-	bpf_ringbuf_submit(ev, 0);
+	ev->filename[0] = 0;
+	return ev;
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -304,8 +313,12 @@ int BPF_PROG(kt_fork, struct task_struct *parent, struct task_struct *child)
 			l->task_storage_failed++;
 	}
 	if (ctgid != ptgid) {
+		struct kt_proc_event *ev;
+
 		bpf_map_update_elem(&kt_tgids, &ctgid, &one, BPF_ANY);
-		emit_proc_event(KT_EV_FORK, child, ptgid);
+		ev = proc_event(KT_EV_FORK, child, ptgid);
+		if (ev)
+			bpf_ringbuf_submit(ev, 0);
 	}
 	return 0;
 }
@@ -313,9 +326,15 @@ int BPF_PROG(kt_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(kt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
+	struct kt_proc_event *ev;
+
 	if (!task_is_tracked(p))
 		return 0;
-	emit_proc_event(KT_EV_EXEC, p, BPF_CORE_READ(p, real_parent, tgid));
+	ev = proc_event(KT_EV_EXEC, p, BPF_CORE_READ(p, real_parent, tgid));
+	if (!ev)
+		return 0;
+	bpf_probe_read_kernel_str(ev->filename, sizeof(ev->filename), BPF_CORE_READ(bprm, filename));
+	bpf_ringbuf_submit(ev, 0);
 	return 0;
 }
 
@@ -334,6 +353,56 @@ static __always_inline void fill_record(struct kt_thread_record *r, struct task_
 	r->start_ns = BPF_CORE_READ(task, start_time);
 }
 
+/*
+ * Sends the executable file mappings of a process whose last thread exits.
+ * Needs the exit tracepoint to fire before the memory map is released
+ * (Linux 6.17+) and the VMA iterator kfuncs; elsewhere it sends nothing.
+ */
+static __always_inline void emit_exit_maps(struct task_struct *p)
+{
+	struct kt_exit_maps_event *ev;
+	struct vm_area_struct *vma;
+
+	if (!bpf_iter_task_vma_new || !BPF_CORE_READ(p, mm) || BPF_CORE_READ(p, signal, live.counter) != 0)
+		return;
+	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
+	if (!ev) {
+		struct kt_kernel_loss *l = loss();
+
+		if (l)
+			l->ringbuf_full++;
+		return;
+	}
+	ev->hdr.kind = KT_EV_EXIT_MAPS;
+	ev->hdr.pid = p->tgid;
+	ev->hdr.tid = p->pid;
+	ev->truncated = 0;
+	ev->count = 0;
+	bpf_for_each(task_vma, vma, p, 0) {
+		struct kt_exec_mapping *m;
+		struct file *f;
+		/* The count lives in the event, not a register, so the verifier
+		 * sees one loop state instead of one per count. */
+		__u32 n = ev->count;
+
+		if (!(vma->vm_flags & KT_VM_EXEC) || !vma->vm_file)
+			continue;
+		if (n >= KT_MAX_EXIT_MAPS) {
+			ev->truncated = 1;
+			break;
+		}
+		m = &ev->maps[n];
+		f = vma->vm_file;
+		m->start = vma->vm_start;
+		m->end = vma->vm_end;
+		m->offset = (__u64)vma->vm_pgoff << 12;
+		m->ino = BPF_CORE_READ(f, f_inode, i_ino);
+		m->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+		ev->count = n + 1;
+	}
+	bpf_ringbuf_submit(ev, 0);
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(kt_exit, struct task_struct *p)
 {
@@ -342,6 +411,7 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 
 	if (!bpf_task_storage_get(&kt_tasks, p, 0, 0))
 		return 0;
+	emit_exit_maps(p);
 	fill_record(&r, p);
 	r.exited = 1;
 	key.tid = r.tid;

@@ -65,7 +65,13 @@ enum kt_event_kind {
 	KT_EV_STACK = 1,
 	KT_EV_FORK = 2,
 	KT_EV_EXEC = 3,
+	KT_EV_EXIT_MAPS = 4,
 };
+
+/* Executable mappings sent when a process exits, at most this many. */
+#define KT_MAX_EXIT_MAPS 128
+/* Bytes of an exec'd program's file name kept. */
+#define KT_PATH_BYTES 256
 
 struct kt_event_header {
 	__u32 kind;
@@ -93,6 +99,28 @@ struct kt_proc_event {
 	__u32 ppid;
 	__u32 _pad;
 	char comm[16];
+	char filename[KT_PATH_BYTES]; /* exec only: as passed to execve */
+};
+
+struct kt_exec_mapping {
+	__u64 start;
+	__u64 end;
+	__u64 offset;      /* file offset of start */
+	__u64 ino;
+	__u32 dev;         /* kernel dev_t: major << 20 | minor */
+	__u32 _pad;
+};
+
+/*
+ * A process's executable file mappings as it exits, while its memory map
+ * still exists: samples that user space had no time to unwind while the
+ * process lived are unwound against this.
+ */
+struct kt_exit_maps_event {
+	struct kt_event_header hdr;
+	__u32 count;
+	__u32 truncated;   /* more mappings than KT_MAX_EXIT_MAPS */
+	struct kt_exec_mapping maps[KT_MAX_EXIT_MAPS];
 };
 
 /* A thread's counters, written at its exit and by the snapshot iterator. */

@@ -64,6 +64,8 @@ struct sched_entity {
 
 struct task_struct {
 	unsigned int flags;
+	struct mm_struct *mm;
+	struct signal_struct *signal;
 	struct sched_entity se;
 	int exit_code;
 	pid_t pid;
@@ -78,12 +80,40 @@ struct task_struct {
 	char comm[16];
 };
 
+struct super_block {
+	u32 s_dev;
+};
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+};
+
+struct file {
+	struct inode *f_inode;
+};
+
 struct vm_area_struct {
 	unsigned long vm_start;
 	unsigned long vm_end;
+	unsigned long vm_flags;
+	unsigned long vm_pgoff;
+	struct file *vm_file;
 };
 
-struct linux_binprm;
+struct mm_struct;
+
+typedef struct {
+	int counter;
+} atomic_t;
+
+struct signal_struct {
+	atomic_t live;
+};
+
+struct linux_binprm {
+	const char *filename;
+};
 
 struct bpf_iter_meta {
 	struct seq_file *seq;
@@ -97,6 +127,11 @@ struct bpf_iter__task {
 };
 
 #pragma clang attribute pop
+
+/* Open-coded VMA iterator (kfuncs, Linux 6.7+). */
+struct bpf_iter_task_vma {
+	u64 __opaque[1];
+};
 
 struct seq_file;
 struct bpf_map;

@@ -3,7 +3,13 @@
 //! two sides cannot drift apart; `plain` reads them out of byte buffers with
 //! size and alignment checks.
 
-#[allow(clippy::all, dead_code, non_camel_case_types, non_snake_case, unsafe_op_in_unsafe_fn)]
+#[allow(
+    clippy::all,
+    dead_code,
+    non_camel_case_types,
+    non_snake_case,
+    unsafe_op_in_unsafe_fn
+)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/syscalls.skel.rs"));
 }

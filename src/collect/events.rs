@@ -9,10 +9,23 @@ use super::c_string;
 unsafe impl plain::Plain for types::kt_event_header {}
 unsafe impl plain::Plain for types::kt_stack_event {}
 unsafe impl plain::Plain for types::kt_proc_event {}
+unsafe impl plain::Plain for types::kt_exit_maps_event {}
 
 const KT_EV_STACK: u32 = 1;
 const KT_EV_FORK: u32 = 2;
 const KT_EV_EXEC: u32 = 3;
+const KT_EV_EXIT_MAPS: u32 = 4;
+
+/// An executable file mapping of an exiting process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExitMapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    /// As in /proc/PID/maps: (major << 32) | minor.
+    pub dev: u64,
+    pub inode: u64,
+}
 
 /// Registers and the copied top of the user stack at a sampled syscall entry.
 #[derive(Clone, Debug)]
@@ -32,12 +45,31 @@ pub struct StackSample {
 pub enum Event {
     Stack(StackSample),
     /// A new process joined the target tree.
-    Fork { pid: u32, ppid: u32, comm: String },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        comm: String,
+    },
     /// A tracked process replaced its program image.
-    Exec { pid: u32, comm: String },
+    Exec {
+        pid: u32,
+        comm: String,
+        filename: String,
+    },
+    /// A tracked process exits; its executable mappings, while they exist.
+    ExitMaps {
+        pid: u32,
+        maps: Vec<ExitMapping>,
+        truncated: bool,
+    },
 }
 
-fn comm(raw: &[i8]) -> String {
+/// The kernel's internal dev_t (major << 20 | minor) as /proc/PID/maps shows it.
+fn proc_dev(kernel_dev: u32) -> u64 {
+    (u64::from(kernel_dev >> 20) << 32) | u64::from(kernel_dev & 0xfffff)
+}
+
+fn chars_to_string(raw: &[i8]) -> String {
     let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).collect();
     c_string(&bytes)
 }
@@ -63,11 +95,38 @@ impl Event {
             }
             KT_EV_FORK | KT_EV_EXEC => {
                 let ev: &types::kt_proc_event = plain::from_bytes(data).ok()?;
-                let comm = comm(&ev.comm);
+                let comm = chars_to_string(&ev.comm);
                 Some(if hdr.kind == KT_EV_FORK {
-                    Event::Fork { pid: ev.hdr.pid, ppid: ev.ppid, comm }
+                    Event::Fork {
+                        pid: ev.hdr.pid,
+                        ppid: ev.ppid,
+                        comm,
+                    }
                 } else {
-                    Event::Exec { pid: ev.hdr.pid, comm }
+                    Event::Exec {
+                        pid: ev.hdr.pid,
+                        comm,
+                        filename: chars_to_string(&ev.filename),
+                    }
+                })
+            }
+            KT_EV_EXIT_MAPS => {
+                let ev: &types::kt_exit_maps_event = plain::from_bytes(data).ok()?;
+                let n = (ev.count as usize).min(ev.maps.len());
+                let maps = ev.maps[..n]
+                    .iter()
+                    .map(|m| ExitMapping {
+                        start: m.start,
+                        end: m.end,
+                        offset: m.offset,
+                        dev: proc_dev(m.dev),
+                        inode: m.ino,
+                    })
+                    .collect();
+                Some(Event::ExitMaps {
+                    pid: ev.hdr.pid,
+                    maps,
+                    truncated: ev.truncated != 0,
                 })
             }
             _ => None,
@@ -85,7 +144,13 @@ mod tests {
         let bytes = unsafe { plain::as_bytes(v) };
         let mut words = vec![0u64; bytes.len().div_ceil(8)];
         // SAFETY: `words` has at least bytes.len() bytes.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr() as *mut u8, bytes.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                words.as_mut_ptr() as *mut u8,
+                bytes.len(),
+            )
+        };
         words
     }
 
@@ -109,7 +174,10 @@ mod tests {
         let words = record(&*ev);
         match Event::decode(view(&words, size_of::<types::kt_stack_event>())) {
             Some(Event::Stack(s)) => {
-                assert_eq!((s.pid, s.tid, s.nr, s.weight, s.sp), (10, 11, 14, 64, 0x7ffd_0000));
+                assert_eq!(
+                    (s.pid, s.tid, s.nr, s.weight, s.sp),
+                    (10, 11, 14, 64, 0x7ffd_0000)
+                );
                 assert_eq!(s.stack, vec![1, 2, 3]);
             }
             other => panic!("unexpected {other:?}"),
@@ -127,11 +195,50 @@ mod tests {
         }
         let words = record(&ev);
         let data = view(&words, size_of::<types::kt_proc_event>());
-        assert!(matches!(Event::decode(data), Some(Event::Fork { pid: 20, ppid: 19, ref comm }) if comm == "worker"));
+        assert!(
+            matches!(Event::decode(data), Some(Event::Fork { pid: 20, ppid: 19, ref comm }) if comm == "worker")
+        );
         ev.hdr.kind = KT_EV_EXEC;
         let words = record(&ev);
         let data = view(&words, size_of::<types::kt_proc_event>());
-        assert!(matches!(Event::decode(data), Some(Event::Exec { pid: 20, ref comm }) if comm == "worker"));
+        assert!(
+            matches!(Event::decode(data), Some(Event::Exec { pid: 20, ref comm, .. }) if comm == "worker")
+        );
+    }
+
+    #[test]
+    fn decodes_exit_maps_with_proc_style_devices() {
+        let mut ev = Box::<types::kt_exit_maps_event>::default();
+        ev.hdr.kind = KT_EV_EXIT_MAPS;
+        ev.hdr.pid = 30;
+        ev.count = 2;
+        ev.maps[0].start = 0x1000;
+        ev.maps[0].end = 0x2000;
+        ev.maps[0].offset = 0x3000;
+        ev.maps[0].ino = 77;
+        ev.maps[0].dev = (8 << 20) | 0x10;
+        ev.maps[1].start = 0x5000;
+        let words = record(&*ev);
+        match Event::decode(view(&words, size_of::<types::kt_exit_maps_event>())) {
+            Some(Event::ExitMaps {
+                pid: 30,
+                maps,
+                truncated: false,
+            }) => {
+                assert_eq!(maps.len(), 2);
+                assert_eq!(
+                    maps[0],
+                    ExitMapping {
+                        start: 0x1000,
+                        end: 0x2000,
+                        offset: 0x3000,
+                        dev: (8 << 32) | 0x10,
+                        inode: 77
+                    }
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]

@@ -10,9 +10,9 @@ pub mod events;
 
 use std::cell::RefCell;
 use std::ffi::CString;
-use std::os::unix::ffi::OsStringExt;
 use std::io::Read;
 use std::mem::{MaybeUninit, size_of};
+use std::os::unix::ffi::OsStringExt;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -50,12 +50,15 @@ impl<'obj> Collector<'obj> {
     /// reach the user as one `kerntax:` line.
     pub fn load(storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
         let debug = std::env::var_os("KERNTAX_DEBUG").is_some();
-        libbpf_rs::set_print(debug.then_some((libbpf_rs::PrintLevel::Debug, print_libbpf as fn(_, _))));
+        libbpf_rs::set_print(
+            debug.then_some((libbpf_rs::PrintLevel::Debug, print_libbpf as fn(_, _))),
+        );
         let builder = bpf::SyscallsSkelBuilder::default();
         let mut open = match std::env::var_os("KERNTAX_BTF") {
             // CO-RE against a BTF file instead of the kernel's own.
             Some(path) => {
-                let path = CString::new(path.into_vec()).context("KERNTAX_BTF contains a NUL byte")?;
+                let path =
+                    CString::new(path.into_vec()).context("KERNTAX_BTF contains a NUL byte")?;
                 let opts = libbpf_rs::libbpf_sys::bpf_object_open_opts {
                     sz: size_of::<libbpf_rs::libbpf_sys::bpf_object_open_opts>() as _,
                     btf_custom_path: path.as_ptr(),
@@ -69,7 +72,9 @@ impl<'obj> Collector<'obj> {
         .context("opening the BPF object")?;
         // The snapshot iterator is attached on demand, once per snapshot.
         open.progs.kt_snapshot.set_autoattach(false);
-        let mut skel = open.load().context("loading the BPF programs into the kernel")?;
+        let mut skel = open
+            .load()
+            .context("loading the BPF programs into the kernel")?;
         skel.attach().context("attaching the BPF programs")?;
 
         let queue: EventQueue = Rc::default();
@@ -86,7 +91,12 @@ impl<'obj> Collector<'obj> {
             })
             .context("setting up the BPF ring buffer")?;
         let ring = builder.build().context("setting up the BPF ring buffer")?;
-        Ok(Collector { skel, ring, queue, undecodable_events })
+        Ok(Collector {
+            skel,
+            ring,
+            queue,
+            undecodable_events,
+        })
     }
 
     /// Marks process `pid`, its threads and its existing descendants as
@@ -110,7 +120,12 @@ impl<'obj> Collector<'obj> {
 
     /// Counters of every live tracked thread, read by a task iterator.
     pub fn snapshot(&self) -> Result<Vec<ThreadCounters>> {
-        let link = self.skel.progs.kt_snapshot.attach().context("attaching the task iterator")?;
+        let link = self
+            .skel
+            .progs
+            .kt_snapshot
+            .attach()
+            .context("attaching the task iterator")?;
         let mut bytes = Vec::new();
         Iter::new(&link)
             .and_then(|mut it| it.read_to_end(&mut bytes).map_err(libbpf_rs::Error::from))
@@ -125,7 +140,9 @@ impl<'obj> Collector<'obj> {
 
     /// Waits up to `timeout` for ring buffer data and returns what arrived.
     pub fn poll(&self, timeout: Duration) -> Result<Vec<Event>> {
-        self.ring.poll(timeout).context("polling the BPF ring buffer")?;
+        self.ring
+            .poll(timeout)
+            .context("polling the BPF ring buffer")?;
         Ok(self.queue.take())
     }
 
@@ -133,7 +150,9 @@ impl<'obj> Collector<'obj> {
     /// returns the events still in the ring buffer.
     pub fn stop(&mut self) -> Result<Vec<Event>> {
         self.skel.links = Default::default();
-        self.ring.consume().context("draining the BPF ring buffer")?;
+        self.ring
+            .consume()
+            .context("draining the BPF ring buffer")?;
         Ok(self.queue.take())
     }
 
@@ -147,7 +166,10 @@ impl<'obj> Collector<'obj> {
                 .lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)
                 .context("reading syscall counters")?
                 .unwrap_or_default();
-            let mut total = SyscallCounters { nr, ..Default::default() };
+            let mut total = SyscallCounters {
+                nr,
+                ..Default::default()
+            };
             for bytes in &per_cpu {
                 total.merge(&syscall_counters(nr, bytes));
             }
@@ -160,7 +182,10 @@ impl<'obj> Collector<'obj> {
         for key in maps.kt_errnos.keys() {
             let mut k = types::kt_errno_key::default();
             plain::copy_from_bytes(&mut k, &key).expect("errno key size");
-            let per_cpu = maps.kt_errnos.lookup_percpu(&key, MapFlags::ANY)?.unwrap_or_default();
+            let per_cpu = maps
+                .kt_errnos
+                .lookup_percpu(&key, MapFlags::ANY)?
+                .unwrap_or_default();
             let count: u64 = per_cpu.iter().map(|v| read_u64(v)).sum();
             errnos.push((k.nr, k.err, count));
         }
@@ -173,7 +198,9 @@ impl<'obj> Collector<'obj> {
         }
 
         let mut loss = KernelLoss::default();
-        let per_cpu = maps.kt_loss.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?;
+        let per_cpu = maps
+            .kt_loss
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?;
         for bytes in per_cpu.unwrap_or_default() {
             let mut l = types::kt_kernel_loss::default();
             plain::copy_from_bytes(&mut l, &bytes).expect("loss record size");
@@ -184,7 +211,12 @@ impl<'obj> Collector<'obj> {
             loss.errno_map_full += l.errno_map_full;
             loss.syscall_nr_out_of_range += l.syscall_nr_out_of_range;
         }
-        Ok(KernelCounters { syscalls, errnos, exited_threads, loss })
+        Ok(KernelCounters {
+            syscalls,
+            errnos,
+            exited_threads,
+            loss,
+        })
     }
 }
 

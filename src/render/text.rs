@@ -27,7 +27,7 @@ pub fn count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -112,13 +112,26 @@ fn header(r: &Report, out: &mut String, color: bool) {
 /// The call site in a compact form: `a < b < c`, innermost first.
 fn site_line(sc: &SyscallReport) -> Option<String> {
     let site = sc.callsites.first()?;
-    let mut frames: Vec<&str> = site.frames.iter().take(SITE_FRAMES).map(String::as_str).collect();
+    let mut frames: Vec<&str> = site
+        .frames
+        .iter()
+        .take(SITE_FRAMES)
+        .map(String::as_str)
+        .collect();
     if site.frames.len() > SITE_FRAMES {
         frames.push("...");
     }
-    let share = if sc.calls > 0 { site.calls as f64 * 100.0 / sc.calls as f64 } else { 0.0 };
+    let share = if sc.calls > 0 {
+        site.calls as f64 * 100.0 / sc.calls as f64
+    } else {
+        0.0
+    };
     let approx = if site.calls_estimated { "~" } else { "" };
-    Some(format!("{}  [{approx}{}% of calls]", frames.join(" < "), share.round()))
+    Some(format!(
+        "{}  [{approx}{}% of calls]",
+        frames.join(" < "),
+        share.round()
+    ))
 }
 
 fn syscalls(r: &Report, out: &mut String) {
@@ -126,7 +139,11 @@ fn syscalls(r: &Report, out: &mut String) {
         let _ = writeln!(out, "\nno system calls observed");
         return;
     }
-    let _ = writeln!(out, "\n{:<22} {:>12} {:>9} {:>11} {:>11} {:>10}", "SYSCALL", "CALLS", "ERRORS", "TOTAL", "MAX", "AVG");
+    let _ = writeln!(
+        out,
+        "\n{:<22} {:>12} {:>9} {:>11} {:>11} {:>10}",
+        "SYSCALL", "CALLS", "ERRORS", "TOTAL", "MAX", "AVG"
+    );
     for sc in r.syscalls.iter().take(TOP_SYSCALLS) {
         let returned = sc.calls.saturating_sub(sc.unfinished).max(1);
         let mut errs = count(sc.errors);
@@ -148,7 +165,11 @@ fn syscalls(r: &Report, out: &mut String) {
         }
     }
     if r.syscalls.len() > TOP_SYSCALLS {
-        let _ = writeln!(out, "... {} more syscalls in the JSON report", r.syscalls.len() - TOP_SYSCALLS);
+        let _ = writeln!(
+            out,
+            "... {} more syscalls in the JSON report",
+            r.syscalls.len() - TOP_SYSCALLS
+        );
     }
 }
 
@@ -164,7 +185,10 @@ fn footer(r: &Report, out: &mut String) {
     if lost.is_empty() {
         let _ = writeln!(out, "loss: none");
     } else {
-        let list: Vec<String> = lost.iter().map(|(k, v)| format!("{k} {}", count(*v))).collect();
+        let list: Vec<String> = lost
+            .iter()
+            .map(|(k, v)| format!("{k} {}", count(*v)))
+            .collect();
         let _ = writeln!(out, "loss: {}", list.join(", "));
     }
 }
@@ -180,6 +204,19 @@ pub fn render(r: &Report, color: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::build::{build, tests::sample_inputs};
+
+    #[test]
+    fn golden_report() {
+        let text = render(&build(sample_inputs()), false);
+        crate::render::assert_golden("report.txt", &text);
+    }
+
+    #[test]
+    fn color_marks_user_green_and_system_red() {
+        let text = render(&build(sample_inputs()), true);
+        assert!(text.contains("\x1b[32m") && text.contains("\x1b[31m"));
+    }
 
     #[test]
     fn units_and_separators() {

@@ -33,11 +33,19 @@ pub struct Inputs {
 }
 
 fn per_s(count: u64, duration_ns: u64) -> f64 {
-    if duration_ns == 0 { 0.0 } else { count as f64 * 1e9 / duration_ns as f64 }
+    if duration_ns == 0 {
+        0.0
+    } else {
+        count as f64 * 1e9 / duration_ns as f64
+    }
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
 }
 
 pub fn signal_name(sig: i32) -> String {
@@ -95,7 +103,12 @@ fn callsites(exact_calls: u64, sites: &[&SampledSite]) -> Vec<Callsite> {
     let list: Vec<_> = merged.into_iter().map(|(k, (w, n))| (k, w, n)).collect();
     estimate_sites(exact_calls, &list)
         .into_iter()
-        .map(|s| Callsite { frames: s.key.to_vec(), calls: s.calls, calls_estimated: s.estimated, samples: s.samples })
+        .map(|s| Callsite {
+            frames: s.key.to_vec(),
+            calls: s.calls,
+            calls_estimated: s.estimated,
+            samples: s.samples,
+        })
         .collect()
 }
 
@@ -106,7 +119,11 @@ pub fn build(inp: Inputs) -> Report {
     }
     let mut errnos_by_nr: HashMap<u32, BTreeMap<String, u64>> = HashMap::new();
     for &(nr, err, count) in &inp.kernel.errnos {
-        *errnos_by_nr.entry(nr).or_default().entry(errno_name(err)).or_default() += count;
+        *errnos_by_nr
+            .entry(nr)
+            .or_default()
+            .entry(errno_name(err))
+            .or_default() += count;
     }
 
     let mut syscalls: Vec<SyscallReport> = inp
@@ -132,7 +149,12 @@ pub fn build(inp: Inputs) -> Report {
             }
         })
         .collect();
-    syscalls.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.calls.cmp(&a.calls)).then(a.nr.cmp(&b.nr)));
+    syscalls.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(b.calls.cmp(&a.calls))
+            .then(a.nr.cmp(&b.nr))
+    });
 
     let user_ns: u64 = inp.threads.iter().map(|t| t.user_ns).sum();
     let sys_ns: u64 = inp.threads.iter().map(|t| t.sys_ns).sum();
@@ -194,7 +216,7 @@ pub fn build(inp: Inputs) -> Report {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::SyscallCounters;
 
@@ -216,9 +238,30 @@ mod tests {
     pub fn sample_inputs() -> Inputs {
         let kernel = KernelCounters {
             syscalls: vec![
-                SyscallCounters { nr: 110, calls: 1000, returns: 1000, total_ns: 50_000, max_ns: 900, hist_log2_ns: vec![0, 0, 0, 0, 0, 10, 990, 0], ..Default::default() },
-                SyscallCounters { nr: 3, calls: 10, returns: 10, errors: 10, total_ns: 70_000, max_ns: 9000, ..Default::default() },
-                SyscallCounters { nr: 231, calls: 1, returns: 0, ..Default::default() },
+                SyscallCounters {
+                    nr: 110,
+                    calls: 1000,
+                    returns: 1000,
+                    total_ns: 50_000,
+                    max_ns: 900,
+                    hist_log2_ns: vec![0, 0, 0, 0, 0, 10, 990, 0],
+                    ..Default::default()
+                },
+                SyscallCounters {
+                    nr: 3,
+                    calls: 10,
+                    returns: 10,
+                    errors: 10,
+                    total_ns: 70_000,
+                    max_ns: 9000,
+                    ..Default::default()
+                },
+                SyscallCounters {
+                    nr: 231,
+                    calls: 1,
+                    returns: 0,
+                    ..Default::default()
+                },
             ],
             errnos: vec![(3, 9, 10)],
             ..Default::default()
@@ -231,15 +274,50 @@ mod tests {
             end_reason: EndReason::TargetExited,
             duration_ns: 2_000_000_000,
             kernel,
-            threads: vec![usage(100, 100, 300, 100, true, 9), usage(100, 101, 100, 500, true, 9), usage(102, 102, 0, 0, true, 3 << 8)],
-            sites: vec![
-                SampledSite { nr: 110, frames: vec!["getppid (libc.so.6)".into(), "call_getppid (calls.c:30)".into()], weight: 700, samples: 70 },
-                SampledSite { nr: 110, frames: vec!["getppid (libc.so.6)".into(), "call_getppid (calls.c:30)".into()], weight: 100, samples: 10 },
-                SampledSite { nr: 110, frames: vec!["getppid (libc.so.6)".into(), "other (calls.c:90)".into()], weight: 200, samples: 20 },
+            threads: vec![
+                usage(100, 100, 300, 100, true, 9),
+                usage(100, 101, 100, 500, true, 9),
+                usage(102, 102, 0, 0, true, 3 << 8),
             ],
-            sampling: Sampling { stack_samples: 100, policy: "test".into(), stack_bytes_copied: 0, unwinder: "test".into() },
+            sites: vec![
+                SampledSite {
+                    nr: 110,
+                    frames: vec![
+                        "getppid (libc.so.6)".into(),
+                        "call_getppid (calls.c:30)".into(),
+                    ],
+                    weight: 700,
+                    samples: 70,
+                },
+                SampledSite {
+                    nr: 110,
+                    frames: vec![
+                        "getppid (libc.so.6)".into(),
+                        "call_getppid (calls.c:30)".into(),
+                    ],
+                    weight: 100,
+                    samples: 10,
+                },
+                SampledSite {
+                    nr: 110,
+                    frames: vec!["getppid (libc.so.6)".into(), "other (calls.c:90)".into()],
+                    weight: 200,
+                    samples: 20,
+                },
+            ],
+            sampling: Sampling {
+                stack_samples: 100,
+                policy: "test".into(),
+                stack_bytes_copied: 0,
+                unwinder: "test".into(),
+            },
             loss: Loss::default(),
-            profiler: Profiler { mechanism: "test".into(), attach_ns: 1, peak_rss_bytes: 2, kernel: "k".into() },
+            profiler: Profiler {
+                mechanism: "test".into(),
+                attach_ns: 1,
+                peak_rss_bytes: 2,
+                kernel: "k".into(),
+            },
         }
     }
 
@@ -247,14 +325,24 @@ mod tests {
     fn summary_processes_and_ranking() {
         let r = build(sample_inputs());
         assert_eq!(r.schema_version, SCHEMA_VERSION);
-        assert_eq!((r.exit_status, r.exit_signal.as_deref()), (Some(137), Some("SIGKILL")));
+        assert_eq!(
+            (r.exit_status, r.exit_signal.as_deref()),
+            (Some(137), Some("SIGKILL"))
+        );
         assert_eq!((r.summary.user_ns, r.summary.sys_ns), (400, 600));
         assert!((r.summary.sys_percent - 60.0).abs() < 1e-9);
         assert_eq!(r.summary.syscalls, 1011);
         assert!((r.summary.syscalls_per_s - 505.5).abs() < 1e-9);
         assert!((r.summary.voluntary_switches_per_s - 3.0).abs() < 1e-9);
         assert_eq!(r.processes.len(), 2);
-        assert_eq!((r.processes[0].pid, r.processes[0].thread_count, r.processes[0].exit_status), (100, 2, Some(137)));
+        assert_eq!(
+            (
+                r.processes[0].pid,
+                r.processes[0].thread_count,
+                r.processes[0].exit_status
+            ),
+            (100, 2, Some(137))
+        );
         assert_eq!(r.processes[1].exit_status, Some(3));
         // Ranked by total time: close (70 us) before getppid (50 us).
         let names: Vec<_> = r.syscalls.iter().map(|s| s.name.as_str()).collect();

@@ -166,7 +166,10 @@ impl Loss {
     pub fn nonzero(&self) -> Vec<(String, u64)> {
         let value = serde_json::to_value(self).expect("loss counters serialize");
         let fields = value.as_object().cloned().unwrap_or_default();
-        fields.into_iter().filter_map(|(k, v)| v.as_u64().filter(|&c| c > 0).map(|c| (k, c))).collect()
+        fields
+            .into_iter()
+            .filter_map(|(k, v)| v.as_u64().filter(|&c| c > 0).map(|c| (k, c)))
+            .collect()
     }
 
     pub fn total(&self) -> u64 {

@@ -35,7 +35,13 @@ struct Section {
 }
 
 /// Sections the unwinder reads.
-const UNWIND_SECTIONS: &[&str] = &[".text", ".eh_frame", ".eh_frame_hdr", ".got", ".debug_frame"];
+const UNWIND_SECTIONS: &[&str] = &[
+    ".text",
+    ".eh_frame",
+    ".eh_frame_hdr",
+    ".got",
+    ".debug_frame",
+];
 
 pub struct ElfFile {
     map: Arc<Mmap>,
@@ -72,7 +78,11 @@ impl ElfFile {
             })
             .collect();
         drop(obj);
-        Ok(ElfFile { map, segments, sections })
+        Ok(ElfFile {
+            map,
+            segments,
+            sections,
+        })
     }
 
     /// Runtime address minus stated address for code mapped by `m`, found
@@ -87,7 +97,10 @@ impl ElfFile {
     }
 
     pub fn section_info(&self) -> SectionInfo<'_> {
-        SectionInfo { file: self.map.clone(), sections: &self.sections }
+        SectionInfo {
+            file: self.map.clone(),
+            sections: &self.sections,
+        }
     }
 }
 
@@ -110,7 +123,10 @@ impl framehop::ModuleSectionInfo<Bytes> for SectionInfo<'_> {
         self.find(name).map(|s| s.svma.clone())
     }
     fn section_data(&mut self, name: &[u8]) -> Option<Bytes> {
-        self.find(name).map(|s| Bytes { map: self.file.clone(), range: s.file.clone() })
+        self.find(name).map(|s| Bytes {
+            map: self.file.clone(),
+            range: s.file.clone(),
+        })
     }
 }
 
@@ -164,9 +180,13 @@ mod tests {
         let bias = elf.bias(text).unwrap();
         // The address of a function in this binary minus the bias is its
         // address as the file states it, which lies inside .text.
-        let f = bias_of_a_position_independent_executable_text_mapping as usize as u64;
+        let f = bias_of_a_position_independent_executable_text_mapping as fn() as usize as u64;
         let svma = f - bias;
         let text_section = elf.sections.iter().find(|s| s.name == ".text").unwrap();
-        assert!(text_section.svma.contains(&svma), "{svma:#x} not in {:?}", text_section.svma);
+        assert!(
+            text_section.svma.contains(&svma),
+            "{svma:#x} not in {:?}",
+            text_section.svma
+        );
     }
 }

@@ -95,7 +95,10 @@ garbage line
         let maps = parse(SAMPLE);
         assert_eq!(maps.len(), 7);
         assert_eq!(maps[1].path.as_deref(), Some("/usr/bin/my prog (deleted)"));
-        assert_eq!((maps[1].start, maps[1].end, maps[1].offset), (0x55d0c8a50000, 0x55d0c8a55000, 0x2000));
+        assert_eq!(
+            (maps[1].start, maps[1].end, maps[1].offset),
+            (0x55d0c8a50000, 0x55d0c8a55000, 0x2000)
+        );
         assert!(maps[1].executable && !maps[0].executable);
         assert_eq!(maps[3].dev, (8 << 32) | 0x10);
         assert_eq!(maps[3].inode, 393);

@@ -21,7 +21,10 @@ pub struct Symbols {
 }
 
 fn file_name(path: &str) -> &str {
-    Path::new(path).file_name().and_then(|f| f.to_str()).unwrap_or(path)
+    Path::new(path)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or(path)
 }
 
 fn location(ci: &CodeInfo<'_>) -> String {
@@ -41,12 +44,17 @@ pub fn frame_string(name: &str, code: Option<&CodeInfo<'_>>, module: &str) -> St
 }
 
 impl Symbols {
-    pub fn resolve<'a>(modules: &ModuleTable, locs: impl IntoIterator<Item = &'a FrameLoc>) -> Symbols {
+    pub fn resolve<'a>(
+        modules: &ModuleTable,
+        locs: impl IntoIterator<Item = &'a FrameLoc>,
+    ) -> Symbols {
         let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut out = Symbols::default();
         for loc in locs {
             match loc {
-                FrameLoc::InModule { module, svma } => by_module.entry(*module).or_default().push(*svma),
+                FrameLoc::InModule { module, svma } => {
+                    by_module.entry(*module).or_default().push(*svma)
+                }
                 FrameLoc::Unmapped { addr, mapping } => {
                     let s = match mapping {
                         Some(m) => format!("{} {addr:#x}", file_name(m)),
@@ -63,7 +71,9 @@ impl Symbols {
             addrs.dedup();
             let path = &modules.paths[module];
             let src = Source::Elf(Elf::new(path));
-            let results = symbolizer.symbolize(&src, Input::VirtOffset(&addrs)).unwrap_or_default();
+            let results = symbolizer
+                .symbolize(&src, Input::VirtOffset(&addrs))
+                .unwrap_or_default();
             // A return address planted by a trampoline (makecontext's
             // __start_context) points at a function's first byte, so the
             // lookup address one before it falls outside: try it as is.
@@ -73,7 +83,9 @@ impl Symbols {
                 .filter(|(_, r)| matches!(r, Symbolized::Unknown(_)))
                 .map(|(&a, _)| a + 1)
                 .collect();
-            let retried = symbolizer.symbolize(&src, Input::VirtOffset(&missed)).unwrap_or_default();
+            let retried = symbolizer
+                .symbolize(&src, Input::VirtOffset(&missed))
+                .unwrap_or_default();
             let mut retried = retried.iter();
             for (i, &svma) in addrs.iter().enumerate() {
                 let result = match results.get(i) {
@@ -86,7 +98,9 @@ impl Symbols {
                             .inlined
                             .iter()
                             .rev()
-                            .map(|f| frame_string(&f.name, f.code_info.as_ref(), path) + " [inlined]")
+                            .map(|f| {
+                                frame_string(&f.name, f.code_info.as_ref(), path) + " [inlined]"
+                            })
                             .collect();
                         v.push(frame_string(&sym.name, sym.code_info.as_deref(), path));
                         v
@@ -106,7 +120,12 @@ impl Symbols {
     pub fn stack(&self, frames: &[FrameLoc]) -> Vec<String> {
         frames
             .iter()
-            .flat_map(|f| self.names.get(f).cloned().unwrap_or_else(|| vec!["[unresolved]".into()]))
+            .flat_map(|f| {
+                self.names
+                    .get(f)
+                    .cloned()
+                    .unwrap_or_else(|| vec!["[unresolved]".into()])
+            })
             .collect()
     }
 }
@@ -117,7 +136,10 @@ mod tests {
 
     #[test]
     fn frame_strings_prefer_file_and_line_then_library() {
-        assert_eq!(frame_string("swapcontext", None, "/usr/lib/x86_64-linux-gnu/libc.so.6"), "swapcontext (libc.so.6)");
+        assert_eq!(
+            frame_string("swapcontext", None, "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            "swapcontext (libc.so.6)"
+        );
         let ci = CodeInfo {
             dir: None,
             file: std::ffi::OsStr::new("calls.c").into(),
@@ -125,17 +147,32 @@ mod tests {
             column: None,
             _non_exhaustive: (),
         };
-        assert_eq!(frame_string("mask_inner", Some(&ci), "/x/calls"), "mask_inner (calls.c:42)");
+        assert_eq!(
+            frame_string("mask_inner", Some(&ci), "/x/calls"),
+            "mask_inner (calls.c:42)"
+        );
     }
 
     #[test]
     fn unmapped_frames_are_named_by_their_region_and_counted() {
         let locs = [
-            FrameLoc::Unmapped { addr: 0x7fff0010, mapping: Some("[vdso]".into()) },
-            FrameLoc::Unmapped { addr: 0x1234, mapping: None },
+            FrameLoc::Unmapped {
+                addr: 0x7fff0010,
+                mapping: Some("[vdso]".into()),
+            },
+            FrameLoc::Unmapped {
+                addr: 0x1234,
+                mapping: None,
+            },
         ];
         let s = Symbols::resolve(&ModuleTable::default(), &locs);
-        assert_eq!(s.stack(&locs), vec!["[vdso] 0x7fff0010".to_string(), "[unknown] 0x1234".to_string()]);
+        assert_eq!(
+            s.stack(&locs),
+            vec![
+                "[vdso] 0x7fff0010".to_string(),
+                "[unknown] 0x1234".to_string()
+            ]
+        );
         assert_eq!(s.unresolved, 2);
     }
 }

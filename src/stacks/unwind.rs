@@ -6,17 +6,21 @@
 //! own `.eh_frame` tables are always there (C++ exceptions and glibc's
 //! cancellation need them), and `framehop` walks them.
 //!
-//! Samples must be unwound while their process still lives (its mappings are
-//! read from /proc), so this runs as events arrive, not at the end.
+//! A sample needs its process's memory map. It is read from /proc while the
+//! process lives; a process that exits before its samples are handled sends
+//! its executable mappings from the exit tracepoint instead, and its samples
+//! wait for that (files are then known by device and inode, named from every
+//! memory map read so far).
 
 use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Module, Unwinder};
 
 use super::elf::{Bytes, ModuleTable};
 use super::maps::{self, Mapping};
-use crate::collect::events::StackSample;
+use crate::collect::events::{ExitMapping, StackSample};
 use crate::model::{FrameLoc, UnwoundStack};
 
 /// Deepest stack kept; deeper ones are cut and marked truncated.
@@ -36,14 +40,25 @@ struct Process {
     unwinder: UnwinderX86_64<Bytes>,
 }
 
+impl Process {
+    fn covers(&self, addr: u64) -> bool {
+        self.regions
+            .iter()
+            .any(|r| (r.start..r.end).contains(&addr))
+    }
+}
+
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct UnwindStats {
     pub samples: u64,
-    /// Samples whose process had no readable mappings (exited too early).
+    /// Samples whose process's memory map could not be had at all.
     pub maps_unavailable: u64,
     /// Stacks deeper than the bytes copied (or than MAX_FRAMES).
     pub truncated: u64,
 }
+
+/// A sample after unwinding: (syscall nr, weight, stack).
+pub type Unwound = (u32, u64, UnwoundStack);
 
 #[derive(Default)]
 pub struct Unwinding {
@@ -52,11 +67,42 @@ pub struct Unwinding {
     /// Parent of each forked process that has not exec'd since: its address
     /// space is a copy of the parent's, a fallback when it exits unread.
     forked_from: HashMap<u32, u32>,
+    /// Path of every file seen mapped, by (device, inode).
+    paths: HashMap<(u64, u64), String>,
+    /// Samples of processes whose memory map could not be read, waiting for
+    /// their exit mappings.
+    pending: HashMap<u32, Vec<StackSample>>,
     cache: CacheX86_64,
     pub stats: UnwindStats,
 }
 
+fn proc_dev(dev: u64) -> u64 {
+    (libc::major(dev) as u64) << 32 | libc::minor(dev) as u64
+}
+
 impl Unwinding {
+    /// Learns the file names in `pid`'s memory map (kerntax's own included:
+    /// targets map the same libc and loader) and keeps it if `pid` is a target.
+    pub fn learn(&mut self, pid: u32) {
+        if let Ok(m) = maps::read(pid) {
+            self.learn_paths(&m);
+            if pid != std::process::id() {
+                let p = self.build(m);
+                self.procs.insert(pid, p);
+            }
+        }
+    }
+
+    fn learn_paths(&mut self, mappings: &[Mapping]) {
+        for m in mappings.iter().filter(|m| m.is_file()) {
+            if let Some(path) = &m.path {
+                self.paths
+                    .entry((m.dev, m.inode))
+                    .or_insert_with(|| path.clone());
+            }
+        }
+    }
+
     fn build(&mut self, mappings: Vec<Mapping>) -> Process {
         let mut unwinder = UnwinderX86_64::new();
         let mut regions = Vec::with_capacity(mappings.len());
@@ -65,68 +111,141 @@ impl Unwinding {
             let mut module = None;
             if m.is_file() {
                 let (id, elf) = self.modules.get(m);
-                if let Some(elf) = elf {
-                    if let Some(bias) = elf.bias(m) {
-                        module = Some((id, bias));
-                        // One framehop module per file, spanning all its mappings.
-                        if added.insert(id) {
-                            let (lo, hi) = mappings
-                                .iter()
-                                .filter(|o| o.dev == m.dev && o.inode == m.inode && o.path == m.path)
-                                .fold((u64::MAX, 0), |(lo, hi), o| (lo.min(o.start), hi.max(o.end)));
-                            let name = self.modules.paths[id].clone();
-                            unwinder.add_module(Module::new(name, lo..hi, bias, elf.section_info()));
-                        }
+                if let Some(bias) = elf.as_ref().and_then(|e| e.bias(m)) {
+                    module = Some((id, bias));
+                    // One framehop module per file, spanning all its mappings.
+                    if added.insert(id) {
+                        let (lo, hi) = mappings
+                            .iter()
+                            .filter(|o| o.dev == m.dev && o.inode == m.inode && o.path == m.path)
+                            .fold((u64::MAX, 0), |(lo, hi), o| {
+                                (lo.min(o.start), hi.max(o.end))
+                            });
+                        let info = elf
+                            .as_ref()
+                            .expect("bias implies an ELF file")
+                            .section_info();
+                        unwinder.add_module(Module::new(
+                            self.modules.paths[id].clone(),
+                            lo..hi,
+                            bias,
+                            info,
+                        ));
                     }
                 }
             }
-            regions.push(Region { start: m.start, end: m.end, module, name: m.path.clone() });
+            regions.push(Region {
+                start: m.start,
+                end: m.end,
+                module,
+                name: m.path.clone(),
+            });
         }
-        Process { mappings, regions, unwinder }
+        Process {
+            mappings,
+            regions,
+            unwinder,
+        }
     }
 
     /// Makes sure `pid` has mappings covering `ip`, reading them again if
-    /// needed; false when none can be had.
+    /// needed; false when the process is gone and nothing covers `ip`.
     fn ensure(&mut self, pid: u32, ip: u64) -> bool {
-        let covers = |p: &Process| p.regions.iter().any(|r| (r.start..r.end).contains(&ip));
-        if self.procs.get(&pid).is_some_and(covers) {
+        if self.procs.get(&pid).is_some_and(|p| p.covers(ip)) {
             return true;
         }
         let mappings = match maps::read(pid) {
             Ok(m) => m,
             Err(_) => {
+                // Gone: a forked child can use its parent's map, else wait.
                 let parent = self.forked_from.get(&pid).and_then(|pp| self.procs.get(pp));
                 match parent {
-                    Some(p) if !self.procs.contains_key(&pid) => p.mappings.clone(),
-                    _ => return self.procs.contains_key(&pid),
+                    Some(p) if !self.procs.contains_key(&pid) && p.covers(ip) => p.mappings.clone(),
+                    _ => return false,
                 }
             }
         };
+        self.learn_paths(&mappings);
         let p = self.build(mappings);
         self.procs.insert(pid, p);
         true
     }
 
-    /// A new process starts with a copy of its parent's address space.
     pub fn on_fork(&mut self, pid: u32, ppid: u32) {
         self.forked_from.insert(pid, ppid);
     }
 
-    /// A new program image: the old mappings are gone.
-    pub fn on_exec(&mut self, pid: u32) {
+    /// A new program image: the old mappings are gone. Reads the new ones at
+    /// once, while the process most likely still lives, to learn its paths.
+    pub fn on_exec(&mut self, pid: u32, filename: &str) {
         self.procs.remove(&pid);
         self.forked_from.remove(&pid);
+        self.learn(pid);
+        if let Ok(meta) = std::fs::metadata(filename) {
+            self.paths
+                .entry((proc_dev(meta.dev()), meta.ino()))
+                .or_insert_with(|| filename.to_string());
+        }
     }
 
-    pub fn unwind(&mut self, s: &StackSample) -> UnwoundStack {
-        self.stats.samples += 1;
-        if !self.ensure(s.pid, s.ip) {
-            self.stats.maps_unavailable += 1;
+    /// Unwinds a sample into `out`, or keeps it until its process's exit
+    /// mappings arrive.
+    pub fn push(&mut self, s: StackSample, out: &mut Vec<Unwound>) {
+        if self.pending.contains_key(&s.pid) || !self.ensure(s.pid, s.ip) {
+            self.pending.entry(s.pid).or_default().push(s);
+            return;
         }
-        let Some(p) = self.procs.get(&s.pid) else {
-            return UnwoundStack { frames: vec![FrameLoc::Unmapped { addr: s.ip, mapping: None }], truncated: true };
-        };
+        out.push(self.unwind(&s));
+    }
 
+    /// A process exits: its waiting samples are unwound against the
+    /// mappings it had.
+    pub fn on_exit_maps(&mut self, pid: u32, exit_maps: &[ExitMapping], out: &mut Vec<Unwound>) {
+        let Some(waiting) = self.pending.remove(&pid) else {
+            return;
+        };
+        let mappings = exit_maps
+            .iter()
+            .map(|m| Mapping {
+                start: m.start,
+                end: m.end,
+                offset: m.offset,
+                executable: true,
+                dev: m.dev,
+                inode: m.inode,
+                path: self.paths.get(&(m.dev, m.inode)).cloned(),
+            })
+            .collect();
+        let p = self.build(mappings);
+        self.procs.insert(pid, p);
+        for s in waiting {
+            out.push(self.unwind(&s));
+        }
+    }
+
+    /// Unwinds what is still waiting as well as it can (the stacks of
+    /// processes whose memory map was never had are counted as such).
+    pub fn flush(&mut self, out: &mut Vec<Unwound>) {
+        for (_, waiting) in std::mem::take(&mut self.pending) {
+            for s in waiting {
+                out.push(self.unwind(&s));
+            }
+        }
+    }
+
+    fn unwind(&mut self, s: &StackSample) -> Unwound {
+        self.stats.samples += 1;
+        let Some(p) = self.procs.get(&s.pid).filter(|p| p.covers(s.ip)) else {
+            self.stats.maps_unavailable += 1;
+            let stack = UnwoundStack {
+                frames: vec![FrameLoc::Unmapped {
+                    addr: s.ip,
+                    mapping: None,
+                }],
+                truncated: false,
+            };
+            return (s.nr, s.weight, stack);
+        };
         // Set when the unwinder wanted stack beyond the bytes copied: the one
         // way a stack is cut short rather than ended (a trampoline without
         // unwind info, like ld.so's _start or makecontext's, just ends it).
@@ -143,7 +262,9 @@ impl Unwinding {
             }
         };
         let regs = UnwindRegsX86_64::new(s.ip, s.sp, s.bp);
-        let mut iter = p.unwinder.iter_frames(s.ip, regs, &mut self.cache, &mut read_stack);
+        let mut iter = p
+            .unwinder
+            .iter_frames(s.ip, regs, &mut self.cache, &mut read_stack);
         let mut frames = Vec::new();
         let mut truncated = false;
         while let Ok(Some(frame)) = iter.next() {
@@ -153,22 +274,31 @@ impl Unwinding {
             }
             frames.push(locate(&p.regions, frame));
         }
-        drop(iter);
         truncated |= beyond_copy;
         if truncated {
             self.stats.truncated += 1;
         }
-        UnwoundStack { frames, truncated }
+        (s.nr, s.weight, UnwoundStack { frames, truncated })
     }
 }
 
 fn locate(regions: &[Region], frame: FrameAddress) -> FrameLoc {
     let lookup = frame.address_for_lookup();
     match regions.iter().find(|r| (r.start..r.end).contains(&lookup)) {
-        Some(Region { module: Some((module, bias)), .. }) => {
-            FrameLoc::InModule { module: *module, svma: lookup.wrapping_sub(*bias) }
-        }
-        Some(r) => FrameLoc::Unmapped { addr: lookup, mapping: r.name.clone() },
-        None => FrameLoc::Unmapped { addr: lookup, mapping: None },
+        Some(Region {
+            module: Some((module, bias)),
+            ..
+        }) => FrameLoc::InModule {
+            module: *module,
+            svma: lookup.wrapping_sub(*bias),
+        },
+        Some(r) => FrameLoc::Unmapped {
+            addr: lookup,
+            mapping: r.name.clone(),
+        },
+        None => FrameLoc::Unmapped {
+            addr: lookup,
+            mapping: None,
+        },
     }
 }

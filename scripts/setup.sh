@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what building and testing kerntax needs on Debian 12, idempotently:
+# only missing packages are installed, and Rust only when cargo is absent.
+# Sourced by scripts/demo.sh and scripts/test.sh; safe to run on its own.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "kerntax setup: run as root (e.g. sudo $0): BPF and apt need it" >&2
+    exit 1
+fi
+
+# clang builds the BPF programs; autoconf..m4 build the vendored libelf/zlib
+# of libbpf-sys; gcc and libc6-dev build the lab and fixture programs;
+# linux-libc-dev gives the syscall and errno name tables; libc6-dbg gives libc
+# frames file:line; util-linux has setpriv and unshare used by the tests.
+packages=(clang autoconf automake autopoint flex bison gawk m4 make gcc libc6-dev
+          linux-libc-dev libc6-dbg pkg-config util-linux ca-certificates curl)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "kerntax setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "kerntax setup: installing Rust (rustup, stable)" >&2
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi

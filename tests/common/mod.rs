@@ -1,0 +1,104 @@
+//! Helpers for tests that run the real kerntax binary on fixture programs.
+//!
+//! BPF tests need root. Without it they skip with a message, unless
+//! KERNTAX_REQUIRE_BPF=1 (as in CI), where not being able to attach fails.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use kerntax::report::{Report, SyscallReport};
+
+pub fn kerntax() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kerntax"))
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("KERNTAX_FIXTURE_DIR")).join(name)
+}
+
+/// Whether BPF tests can run here; panics if they must and cannot.
+pub fn bpf_available() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let btf = std::path::Path::new("/sys/kernel/btf/vmlinux").exists();
+    if root && btf {
+        return true;
+    }
+    let why = if root { "no kernel BTF" } else { "not root" };
+    if std::env::var("KERNTAX_REQUIRE_BPF").as_deref() == Ok("1") {
+        panic!("KERNTAX_REQUIRE_BPF=1 but BPF tests cannot run: {why}");
+    }
+    eprintln!("skipping BPF test: {why} (set KERNTAX_REQUIRE_BPF=1 to make this fail)");
+    false
+}
+
+pub struct Profiled {
+    pub output: Output,
+    pub report: Report,
+    pub stderr: String,
+}
+
+/// `kerntax run --json TMP [extra...] -- argv...`, parsed.
+pub fn run(extra: &[&str], argv: &[&str]) -> Profiled {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let output = kerntax()
+        .arg("run")
+        .arg("--json")
+        .arg(&json)
+        .args(extra)
+        .arg("--")
+        .args(argv)
+        .output()
+        .expect("running kerntax");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
+    let report: Report = serde_json::from_str(&text).expect("the JSON report parses as a Report");
+    Profiled {
+        output,
+        report,
+        stderr,
+    }
+}
+
+pub fn run_fixture(args: &[&str]) -> Profiled {
+    let exe = fixture("calls");
+    let mut argv = vec![exe.to_str().unwrap()];
+    argv.extend_from_slice(args);
+    run(&[], &argv)
+}
+
+pub fn syscall<'a>(r: &'a Report, name: &str) -> &'a SyscallReport {
+    r.syscalls
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {name} in report: {:?}",
+                r.syscalls.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        })
+}
+
+/// Names of loaded BPF programs that belong to kerntax.
+pub fn kerntax_programs() -> Vec<String> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .filter_map(|p| p.name.to_str().map(str::to_string))
+        .filter(|n| n.starts_with("kt_"))
+        .collect()
+}
+
+/// Waits (up to 5 s) until no kerntax BPF program is loaded; returns those left.
+pub fn wait_programs_gone() -> Vec<String> {
+    for _ in 0..50 {
+        let left = kerntax_programs();
+        if left.is_empty() {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    kerntax_programs()
+}

@@ -1,0 +1,232 @@
+//! Issue #2: a program that makes exactly N calls is reported as exactly N,
+//! with its call site named, across threads and child processes.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn n_getppid_calls_are_counted_exactly_with_their_call_site() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_fixture(&["getppid", "100000"]);
+    assert!(p.output.status.success(), "{}", p.stderr);
+    let s = syscall(&p.report, "getppid");
+    assert_eq!(s.calls, 100_000);
+    assert_eq!(s.errors, 0);
+    assert_eq!(s.unfinished, 0);
+    assert_eq!(
+        s.hist_log2_ns.iter().sum::<u64>(),
+        100_000,
+        "every call has a latency bucket"
+    );
+    assert!(s.total_ns > 0 && s.max_ns > 0 && s.max_ns <= s.total_ns);
+    let top = &s.callsites[0];
+    assert!(
+        top.frames.iter().any(|f| f.starts_with("call_getppid ")),
+        "{:?}",
+        top.frames
+    );
+    assert!(
+        top.frames.iter().any(|f| f.starts_with("main ")),
+        "{:?}",
+        top.frames
+    );
+    assert_eq!(
+        s.callsites.iter().map(|c| c.calls).sum::<u64>(),
+        100_000,
+        "call sites add up to the exact count"
+    );
+    assert!(
+        top.calls_estimated,
+        "100,000 calls are sampled, so per-site counts are estimates"
+    );
+    assert_eq!(
+        p.report.summary.syscalls,
+        p.report.syscalls.iter().map(|s| s.calls).sum::<u64>()
+    );
+    let l = &p.report.loss;
+    assert_eq!(
+        (
+            l.ringbuf_full,
+            l.stack_read_failed,
+            l.events_undecodable,
+            l.maps_unavailable,
+            l.stacks_truncated
+        ),
+        (0, 0, 0, 0, 0)
+    );
+    assert_eq!(
+        (
+            l.task_storage_failed,
+            l.thread_map_full,
+            l.errno_map_full,
+            l.threads_unaccounted
+        ),
+        (0, 0, 0, 0)
+    );
+}
+
+#[test]
+fn few_calls_are_all_sampled_and_exact_per_call_site() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_fixture(&["getppid", "20"]);
+    let s = syscall(&p.report, "getppid");
+    assert_eq!(s.calls, 20);
+    assert_eq!(s.callsites.len(), 1);
+    assert_eq!(
+        (
+            s.callsites[0].calls,
+            s.callsites[0].calls_estimated,
+            s.callsites[0].samples
+        ),
+        (20, false, 20)
+    );
+}
+
+#[test]
+fn n_failing_calls_are_n_errors_under_their_errno() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_fixture(&["fail", "5000"]);
+    let s = syscall(&p.report, "dup");
+    assert_eq!((s.calls, s.errors), (5000, 5000));
+    assert_eq!(s.errnos.len(), 1);
+    assert_eq!(s.errnos.get("EBADF"), Some(&5000));
+    assert!(
+        s.callsites[0]
+            .frames
+            .iter()
+            .any(|f| f.starts_with("call_dup_fail ")),
+        "{:?}",
+        s.callsites[0].frames
+    );
+}
+
+#[test]
+fn every_thread_is_counted() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_fixture(&["threads", "8", "20000"]);
+    assert_eq!(syscall(&p.report, "getppid").calls, 160_000);
+    assert_eq!(syscall(&p.report, "clone3").calls, 8);
+    assert_eq!(p.report.processes.len(), 1);
+    let proc_ = &p.report.processes[0];
+    assert_eq!((proc_.thread_count, proc_.exit_status), (9, Some(0)));
+    assert_eq!(p.report.threads.len(), 9);
+    assert!(
+        p.report
+            .threads
+            .iter()
+            .all(|t| t.pid == proc_.pid && t.exited)
+    );
+    let site = &syscall(&p.report, "getppid").callsites[0];
+    assert!(
+        site.frames.iter().any(|f| f.starts_with("thread_main ")),
+        "{:?}",
+        site.frames
+    );
+    assert!(
+        site.frames.iter().any(|f| f.starts_with("start_thread ")),
+        "{:?}",
+        site.frames
+    );
+}
+
+#[test]
+fn forked_children_are_counted() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_fixture(&["fork", "4", "10000"]);
+    assert_eq!(syscall(&p.report, "getppid").calls, 50_000);
+    assert_eq!(p.report.processes.len(), 5);
+    let parent = p.report.target_pid;
+    assert!(
+        p.report
+            .processes
+            .iter()
+            .all(|pr| pr.exit_status == Some(0) && pr.thread_count == 1)
+    );
+    assert_eq!(
+        p.report
+            .processes
+            .iter()
+            .filter(|pr| pr.ppid == parent)
+            .count(),
+        4
+    );
+}
+
+#[test]
+fn children_that_exec_are_followed() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_fixture(&["forkexec", "3", "1000"]);
+    assert_eq!(syscall(&p.report, "getppid").calls, 3000);
+    assert_eq!(syscall(&p.report, "execve").calls, 3);
+    assert_eq!(p.report.processes.len(), 4);
+}
+
+#[test]
+fn dwarf_unwinding_finds_the_callers_of_a_libc_wrapper_in_o2_code() {
+    if !bpf_available() {
+        return;
+    }
+    // calls.c is built at -O2 without frame pointers: mask_outer -> mask_inner -> sigprocmask.
+    let p = run_fixture(&["mask", "50000"]);
+    let s = syscall(&p.report, "rt_sigprocmask");
+    assert_eq!(s.calls, 50_000);
+    let frames = &s.callsites[0].frames;
+    let pos = |name: &str| {
+        frames
+            .iter()
+            .position(|f| f.starts_with(&format!("{name} ")))
+    };
+    let (inner, outer, main) = (pos("mask_inner"), pos("mask_outer"), pos("main"));
+    assert!(
+        inner.is_some() && outer.is_some() && main.is_some(),
+        "{frames:?}"
+    );
+    assert!(inner < outer && outer < main, "innermost first: {frames:?}");
+    assert!(
+        frames[inner.unwrap()].contains("calls.c:"),
+        "file:line from debug info: {frames:?}"
+    );
+    assert!(
+        inner.unwrap() >= 1,
+        "the libc wrapper frame comes first: {frames:?}"
+    );
+}
+
+#[test]
+fn cpu_and_switch_figures_are_consistent() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_fixture(&["sleep", "300"]);
+    let r = &p.report;
+    let t = &r.threads[0];
+    assert_eq!(syscall(r, "clock_nanosleep").calls, 1);
+    assert!(t.voluntary_switches >= 1, "a sleep is a voluntary switch");
+    assert!(r.duration_ns >= 300_000_000, "profiled the whole run");
+    assert_eq!(
+        r.summary.user_ns + r.summary.sys_ns,
+        r.threads.iter().map(|t| t.user_ns + t.sys_ns).sum::<u64>()
+    );
+    assert!(
+        (r.summary.user_percent + r.summary.sys_percent - 100.0).abs() < 1e-6
+            || r.summary.user_ns + r.summary.sys_ns == 0
+    );
+    assert!(
+        p.stderr.contains("context switches") && p.stderr.contains("wall"),
+        "{}",
+        p.stderr
+    );
+}
