@@ -12,9 +12,9 @@ fi
 # clang builds the BPF programs; autoconf..m4 build the vendored libelf/zlib
 # of libbpf-sys; gcc and libc6-dev build the lab and fixture programs;
 # linux-libc-dev gives the syscall and errno name tables; libc6-dbg gives libc
-# frames file:line; util-linux has setpriv and unshare used by the tests.
+# frames file:line; util-linux (setpriv, unshare) and strace are used by tests.
 packages=(clang autoconf automake autopoint flex bison gawk m4 make gcc libc6-dev
-          linux-libc-dev libc6-dbg pkg-config util-linux ca-certificates curl)
+          linux-libc-dev libc6-dbg pkg-config util-linux strace ca-certificates curl)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

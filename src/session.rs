@@ -169,13 +169,29 @@ fn finish_child(
     }
 }
 
+/// With KERNTAX_DEBUG set, prints how long each phase took.
+struct Phases {
+    on: bool,
+    last: Instant,
+}
+
+impl Phases {
+    fn mark(&mut self, what: &str) {
+        if self.on {
+            eprintln!("kerntax: debug: {what}: {:.1} ms", self.last.elapsed().as_secs_f64() * 1e3);
+        }
+        self.last = Instant::now();
+    }
+}
+
 pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> {
+    let mut phases = Phases { on: std::env::var_os("KERNTAX_DEBUG").is_some(), last: started };
     preflight::check()?;
     let mut signals = Signals::new()?;
     let mut storage = MaybeUninit::uninit();
     let mut collector = Collector::load(&mut storage).map_err(preflight::explain_load_failure)?;
 
-    let (mode, command, target) = match &what {
+    let (mode, command, mut target) = match &what {
         What::Run(argv) => {
             let cmd = argv
                 .iter()
@@ -190,12 +206,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let mut unwinding = Unwinding::default();
     unwinding.learn(std::process::id());
     unwinding.learn(target.pid);
-    let baseline = match collector.track(target.pid).and_then(|b| {
-        if target.is_child {
-            target.release()?;
-        }
-        Ok(b)
-    }) {
+    let baseline = match collector.track(target.pid) {
         Ok(b) => b,
         Err(e) => {
             if target.is_child {
@@ -207,7 +218,10 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             return Err(e);
         }
     };
+    // A command runs from here; if its exec fails, it has been reaped.
+    target.release()?;
     let attach_ns = started.elapsed().as_nanos() as u64;
+    phases.mark("start-up until the target runs");
     if !target.is_child {
         eprintln!(
             "kerntax: profiling pid {} and its threads and children; Ctrl-C to stop",
@@ -240,6 +254,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     };
     let duration_ns = t0.elapsed().as_nanos() as u64;
 
+    phases.mark("profiling");
     handle(collector.stop()?, &mut unwinding, &mut tally);
     let mut rest = Vec::new();
     unwinding.flush(&mut rest);
@@ -266,6 +281,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     };
 
     let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
+    phases.mark("reading counters, unwinding the rest");
     let symbols = Symbols::resolve(
         &unwinding.modules,
         tally.sites.keys().flat_map(|(_, s)| &s.frames),
@@ -295,6 +311,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         modules_unreadable: unwinding.modules.failed,
         threads_unaccounted,
     };
+    phases.mark("symbolizing");
     let report = build(Inputs {
         mode,
         command,

@@ -1,12 +1,12 @@
-//! The profiled process: started stopped right after its exec (so not one of
-//! its own system calls is missed), or found by PID; watched through a pidfd
-//! so its exit wakes the event loop at once.
+//! The profiled process: started stopped just before its exec (so not one of
+//! its system calls is missed), or found by PID; watched through a pidfd so
+//! its exit wakes the event loop at once.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -17,6 +17,46 @@ pub struct Target {
     pidfd: OwnedFd,
     /// We started it, so we reap it and report its exit status.
     pub is_child: bool,
+    /// Until `release`: closes at a successful exec, or carries its errno.
+    exec_report: Option<OwnedFd>,
+    name: String,
+}
+
+fn environ_ptr() -> *const *const libc::c_char {
+    unsafe extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: reading the process's environment pointer.
+    unsafe { environ }
+}
+
+/// Finds a command as a shell would: a name with a slash is a path, others
+/// are looked up in PATH.
+fn resolve_command(cmd: &OsStr) -> Result<PathBuf, Exit> {
+    let name = cmd.to_string_lossy();
+    let executable = |p: &Path| {
+        let c = CString::new(p.as_os_str().as_bytes()).ok();
+        // SAFETY: access on a valid C string.
+        c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0) && p.is_file()
+    };
+    if cmd.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(cmd);
+        return match p.metadata() {
+            Err(_) => Err(Exit::new(127, format!("{name}: command not found"))),
+            Ok(m) if m.is_dir() => Err(Exit::new(126, format!("{name}: is a directory"))),
+            Ok(_) if !executable(&p) => Err(Exit::new(126, format!("{name}: permission denied"))),
+            Ok(_) => Ok(p),
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let candidates: Vec<PathBuf> = std::env::split_paths(&path).map(|d| d.join(cmd)).filter(|p| p.exists()).collect();
+    if let Some(p) = candidates.iter().find(|p| executable(p)) {
+        return Ok(p.clone());
+    }
+    match candidates.first() {
+        Some(_) => Err(Exit::new(126, format!("{name}: permission denied"))),
+        None => Err(Exit::new(127, format!("{name}: command not found"))),
+    }
 }
 
 fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
@@ -65,65 +105,76 @@ impl ExitStatus {
 }
 
 impl Target {
-    /// Starts `argv` stopped just after its exec. Call `release` once it is
-    /// tracked. Unknown commands exit 127 and unexecutable ones 126, as in a shell.
+    /// Starts `argv` stopped just before its exec: call `release` once it is
+    /// tracked, and the exec is the first thing it does. Unknown commands
+    /// exit 127 and unexecutable ones 126, as in a shell.
+    ///
+    /// Why not std::process::Command: its spawn waits for the exec, which a
+    /// child stopped before it never reaches. Why not ptrace: kerntax must
+    /// work under strace or gdb too.
     pub fn spawn_stopped(argv: &[OsString]) -> Result<Target> {
-        let program = &argv[0];
-        let mut cmd = Command::new(program);
-        cmd.args(&argv[1..]);
-        // SAFETY: the closure runs between fork and exec and makes only an
-        // async-signal-safe system call.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
+        let name = argv[0].to_string_lossy().into_owned();
+        let path = resolve_command(&argv[0])?;
+        let cstr = |s: &OsStr| CString::new(s.as_bytes()).map_err(|_| Exit::new(126, format!("{name}: argument contains a NUL byte")));
+        let path_c = cstr(path.as_os_str())?;
+        let args_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?;
+        let mut args_p: Vec<*const libc::c_char> = args_c.iter().map(|a| a.as_ptr()).collect();
+        args_p.push(std::ptr::null());
+        let mut report = [0i32; 2];
+        // SAFETY: creating a pipe into a valid array.
+        if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error()).context("creating a pipe");
         }
-        let child = cmd.spawn().map_err(|e| {
-            let name = program.to_string_lossy();
-            match e.kind() {
-                io::ErrorKind::NotFound => Exit::new(127, format!("{name}: command not found")),
-                io::ErrorKind::PermissionDenied => {
-                    Exit::new(126, format!("{name}: permission denied"))
-                }
-                _ => Exit::new(126, format!("{name}: cannot execute: {e}")),
+        // SAFETY: each fd is fresh and owned once.
+        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(report[0]), OwnedFd::from_raw_fd(report[1])) };
+
+        // SAFETY: the child makes only async-signal-safe calls (signal, kill,
+        // execve, write, _exit) on data prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error()).context("starting the command");
+        }
+        if pid == 0 {
+            unsafe {
+                // Rust ignores SIGPIPE; a command must start with the default.
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::kill(libc::getpid(), libc::SIGSTOP);
+                libc::execve(path_c.as_ptr(), args_p.as_ptr(), environ_ptr());
+                let err = *libc::__errno_location();
+                libc::write(wr.as_raw_fd(), (&err as *const i32).cast(), 4);
+                libc::_exit(127);
             }
-        })?;
-        let pid = child.id();
-        // Once exec succeeded the child stops with SIGTRAP (PTRACE_TRACEME).
+        }
+        drop(wr);
+        let pid = pid as u32;
         let mut status = 0;
         // SAFETY: waiting on our own child.
-        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
-        if r < 0 {
-            return Err(io::Error::last_os_error()).context("waiting for the command to start");
-        }
-        if !libc::WIFSTOPPED(status) {
-            let st = ExitStatus::from_wait_status(status);
-            return Err(Exit::new(
-                st.shell_code(),
-                format!(
-                    "{} ended before it could be profiled",
-                    program.to_string_lossy()
-                ),
-            )
-            .into());
+        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WUNTRACED) };
+        if r < 0 || !libc::WIFSTOPPED(status) {
+            return Err(Exit::new(126, format!("{name}: could not be started")).into());
         }
         let pidfd = pidfd_open(pid).context("opening a pidfd for the command")?;
-        Ok(Target {
-            pid,
-            pidfd,
-            is_child: true,
-        })
+        Ok(Target { pid, pidfd, is_child: true, exec_report: Some(rd), name })
     }
 
-    /// Lets a target started by `spawn_stopped` run, untraced.
-    pub fn release(&self) -> Result<()> {
-        // SAFETY: detaching from our stopped tracee; signal 0 means none.
-        let r = unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid as libc::pid_t, 0, 0) };
-        if r == -1 {
-            return Err(io::Error::last_os_error()).context("letting the command run");
+    /// Lets a target started by `spawn_stopped` run, and waits for its exec:
+    /// a failed exec ends kerntax with the shell's status for it. Nothing to
+    /// do for an attached process.
+    pub fn release(&mut self) -> Result<()> {
+        self.signal(libc::SIGCONT);
+        let Some(rd) = self.exec_report.take() else {
+            return Ok(());
+        };
+        let mut err = [0u8; 4];
+        // SAFETY: reading into a valid buffer; EOF means execve succeeded.
+        let n = unsafe { libc::read(rd.as_raw_fd(), err.as_mut_ptr().cast(), 4) };
+        if n == 4 {
+            let errno = i32::from_ne_bytes(err);
+            while self.try_reap().is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let e = io::Error::from_raw_os_error(errno);
+            return Err(Exit::new(126, format!("{}: cannot execute: {e}", self.name)).into());
         }
         Ok(())
     }
@@ -155,11 +206,7 @@ impl Target {
             )
             .into());
         }
-        Ok(Target {
-            pid,
-            pidfd,
-            is_child: false,
-        })
+        Ok(Target { pid, pidfd, is_child: false, exec_report: None, name: pid.to_string() })
     }
 
     pub fn pidfd(&self) -> RawFd {

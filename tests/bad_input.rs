@@ -55,6 +55,21 @@ fn non_executable_command_exits_126() {
 }
 
 #[test]
+fn a_failing_exec_exits_126_with_the_reason() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script");
+    std::fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = kerntax().args(["run", "--"]).arg(&script).output().unwrap();
+    assert_clean_error(&out, 126, "cannot execute: No such file or directory");
+    let out = kerntax().args(["run", "--", "/"]).output().unwrap();
+    assert_clean_error(&out, 126, "/: is a directory");
+}
+
+#[test]
 fn nonexistent_pid() {
     if !bpf_available() {
         return;

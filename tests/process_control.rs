@@ -267,3 +267,25 @@ fn a_killed_kerntax_leaves_no_bpf_program_attached() {
         unsafe { libc::kill(pid.parse().unwrap(), libc::SIGKILL) };
     }
 }
+
+/// Starting a command needs no ptrace, so kerntax itself can be traced.
+#[test]
+fn kerntax_runs_under_strace() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = Command::new("strace")
+        .args(["-f", "-o", "/dev/null"])
+        .arg(env!("CARGO_BIN_EXE_kerntax"))
+        .args(["run", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(fixture("calls"))
+        .args(["getppid", "1000"])
+        .output()
+        .expect("strace is installed");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(syscall(&read_report(&json), "getppid").calls, 1000);
+}
