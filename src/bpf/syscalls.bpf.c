@@ -210,7 +210,10 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 		t->enter_ns = 0;
 		return 0;
 	}
-	seen = st->calls++;
+	/* Atomic: since Linux 6.13 syscall tracepoints run preemptible, so
+	 * another task on this CPU may run this program mid-update. The exact
+	 * counters (calls, returns, errors) must never lose one. */
+	seen = __sync_fetch_and_add(&st->calls, 1);
 	if (st->sample_countdown) {
 		st->sample_countdown--;
 	} else {
@@ -244,7 +247,7 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 	st = bpf_map_lookup_elem(&kt_syscalls, &nr);
 	if (!st)
 		return 0;
-	st->returns++;
+	__sync_fetch_and_add(&st->returns, 1);
 	st->total_ns += delta_ns;
 	if (delta_ns > st->max_ns)
 		st->max_ns = delta_ns;
@@ -256,10 +259,10 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 		struct kt_errno_key key = { .nr = nr, .err = -ret };
 		__u64 one = 1, *count;
 
-		st->errors++;
+		__sync_fetch_and_add(&st->errors, 1);
 		count = bpf_map_lookup_elem(&kt_errnos, &key);
 		if (count) {
-			(*count)++;
+			__sync_fetch_and_add(count, 1);
 		} else if (bpf_map_update_elem(&kt_errnos, &key, &one, BPF_NOEXIST) != 0) {
 			/* A racing insert on this CPU is impossible; so this is a full map. */
 			struct kt_kernel_loss *l = loss();
