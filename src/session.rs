@@ -178,14 +178,20 @@ struct Phases {
 impl Phases {
     fn mark(&mut self, what: &str) {
         if self.on {
-            eprintln!("kerntax: debug: {what}: {:.1} ms", self.last.elapsed().as_secs_f64() * 1e3);
+            eprintln!(
+                "kerntax: debug: {what}: {:.1} ms",
+                self.last.elapsed().as_secs_f64() * 1e3
+            );
         }
         self.last = Instant::now();
     }
 }
 
 pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> {
-    let mut phases = Phases { on: std::env::var_os("KERNTAX_DEBUG").is_some(), last: started };
+    let mut phases = Phases {
+        on: std::env::var_os("KERNTAX_DEBUG").is_some(),
+        last: started,
+    };
     preflight::check()?;
     let mut signals = Signals::new()?;
     let mut storage = MaybeUninit::uninit();

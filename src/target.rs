@@ -49,7 +49,10 @@ fn resolve_command(cmd: &OsStr) -> Result<PathBuf, Exit> {
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let candidates: Vec<PathBuf> = std::env::split_paths(&path).map(|d| d.join(cmd)).filter(|p| p.exists()).collect();
+    let candidates: Vec<PathBuf> = std::env::split_paths(&path)
+        .map(|d| d.join(cmd))
+        .filter(|p| p.exists())
+        .collect();
     if let Some(p) = candidates.iter().find(|p| executable(p)) {
         return Ok(p.clone());
     }
@@ -115,7 +118,10 @@ impl Target {
     pub fn spawn_stopped(argv: &[OsString]) -> Result<Target> {
         let name = argv[0].to_string_lossy().into_owned();
         let path = resolve_command(&argv[0])?;
-        let cstr = |s: &OsStr| CString::new(s.as_bytes()).map_err(|_| Exit::new(126, format!("{name}: argument contains a NUL byte")));
+        let cstr = |s: &OsStr| {
+            CString::new(s.as_bytes())
+                .map_err(|_| Exit::new(126, format!("{name}: argument contains a NUL byte")))
+        };
         let path_c = cstr(path.as_os_str())?;
         let args_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?;
         let mut args_p: Vec<*const libc::c_char> = args_c.iter().map(|a| a.as_ptr()).collect();
@@ -126,7 +132,12 @@ impl Target {
             return Err(io::Error::last_os_error()).context("creating a pipe");
         }
         // SAFETY: each fd is fresh and owned once.
-        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(report[0]), OwnedFd::from_raw_fd(report[1])) };
+        let (rd, wr) = unsafe {
+            (
+                OwnedFd::from_raw_fd(report[0]),
+                OwnedFd::from_raw_fd(report[1]),
+            )
+        };
 
         // SAFETY: the child makes only async-signal-safe calls (signal, kill,
         // execve, write, _exit) on data prepared before the fork.
@@ -154,7 +165,13 @@ impl Target {
             return Err(Exit::new(126, format!("{name}: could not be started")).into());
         }
         let pidfd = pidfd_open(pid).context("opening a pidfd for the command")?;
-        Ok(Target { pid, pidfd, is_child: true, exec_report: Some(rd), name })
+        Ok(Target {
+            pid,
+            pidfd,
+            is_child: true,
+            exec_report: Some(rd),
+            name,
+        })
     }
 
     /// Lets a target started by `spawn_stopped` run, and waits for its exec:
@@ -206,7 +223,13 @@ impl Target {
             )
             .into());
         }
-        Ok(Target { pid, pidfd, is_child: false, exec_report: None, name: pid.to_string() })
+        Ok(Target {
+            pid,
+            pidfd,
+            is_child: false,
+            exec_report: None,
+            name: pid.to_string(),
+        })
     }
 
     pub fn pidfd(&self) -> RawFd {

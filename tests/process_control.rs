@@ -10,6 +10,18 @@ use std::time::Duration;
 use common::*;
 use kerntax::report::{EndReason, Mode, Report};
 
+/// `kerntax run --json JSON -- calls sleep 30000`, stderr captured.
+fn sleeping_run(json: &std::path::Path) -> Command {
+    let mut cmd = kerntax();
+    cmd.args(["run", "--json"])
+        .arg(json)
+        .arg("--")
+        .arg(fixture("calls"))
+        .args(["sleep", "30000"]);
+    cmd.stderr(Stdio::piped());
+    cmd
+}
+
 fn read_report(path: &std::path::Path) -> Report {
     serde_json::from_str(&std::fs::read_to_string(path).expect("JSON report written"))
         .expect("valid report")
@@ -38,15 +50,7 @@ fn a_target_killed_mid_run_still_gets_a_report_and_128_plus_signal() {
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let child = kerntax()
-        .args(["run", "--json"])
-        .arg(&json)
-        .arg("--")
-        .arg(fixture("calls"))
-        .args(["sleep", "30000"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = sleeping_run(&json).spawn().unwrap();
     // Find the fixture (kerntax's child) and kill it.
     let target = loop {
         std::thread::sleep(Duration::from_millis(100));
@@ -86,14 +90,9 @@ fn ctrl_c_prints_and_writes_the_report_and_exits_130() {
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let mut cmd = kerntax();
-    cmd.args(["run", "--json"])
-        .arg(&json)
-        .arg("--")
-        .arg(fixture("calls"))
-        .args(["sleep", "30000"]);
+    let mut cmd = sleeping_run(&json);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+    let child = cmd.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(800));
     // SAFETY: signalling the process group this test created.
     unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
@@ -125,15 +124,7 @@ fn sigint_to_kerntax_alone_is_forwarded_to_the_command() {
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let child = kerntax()
-        .args(["run", "--json"])
-        .arg(&json)
-        .arg("--")
-        .arg(fixture("calls"))
-        .args(["sleep", "30000"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = sleeping_run(&json).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(800));
     // SAFETY: signalling a process this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -196,12 +187,10 @@ fn attach_counts_exactly_what_happens_while_attached() {
     assert_eq!(r.exit_status, Some(0));
     assert_eq!(syscall(&r, "getppid").calls, 30_000);
     assert_eq!(syscall(&r, "exit_group").calls, 1);
-    assert!(
-        syscall(&r, "getppid").callsites[0]
-            .frames
-            .iter()
-            .any(|f| f.starts_with("call_getppid "))
-    );
+    assert!(has_frame(
+        &syscall(&r, "getppid").callsites[0].frames,
+        "call_getppid"
+    ));
     assert!(wait_programs_gone().is_empty());
 }
 
@@ -286,6 +275,10 @@ fn kerntax_runs_under_strace() {
         .args(["getppid", "1000"])
         .output()
         .expect("strace is installed");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(syscall(&read_report(&json), "getppid").calls, 1000);
 }

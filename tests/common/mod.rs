@@ -102,3 +102,11 @@ pub fn wait_programs_gone() -> Vec<String> {
     }
     kerntax_programs()
 }
+
+/// Whether a symbolized stack has a frame of function `func`.
+pub fn has_frame(frames: &[String], func: &str) -> bool {
+    frames.iter().any(|f| {
+        f.strip_prefix(func)
+            .is_some_and(|rest| rest.starts_with(' '))
+    })
+}
