@@ -207,11 +207,15 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         }
         What::Attach(pid) => (Mode::Attach, None, Target::attach(*pid)?),
     };
-    // File names of the loader and libc from our own map, of the program
-    // from the target's (still stopped if we started it).
+    // File names of the loader and libc from our own map; of an attached
+    // program from its map, of a started one at its exec.
     let mut unwinding = Unwinding::default();
     unwinding.learn(std::process::id());
-    unwinding.learn(target.pid);
+    if target.is_child {
+        unwinding.expect_exec(target.pid);
+    } else {
+        unwinding.learn(target.pid);
+    }
     let baseline = match collector.track(target.pid) {
         Ok(b) => b,
         Err(e) => {
@@ -268,6 +272,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let live = collector.snapshot()?;
     let kernel = collector.counters()?;
     let undecodable = *collector.undecodable_events.borrow();
+    let sampling_policy = collector.sampling_policy();
     drop(collector);
 
     let exit = if target.is_child {
@@ -330,7 +335,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         sites,
         sampling: Sampling {
             stack_samples: tally.count,
-            policy: "every call until a CPU has seen 64 of a syscall, then ~64 random samples per doubling of its count; call-site counts are estimates".into(),
+            policy: sampling_policy,
             stack_bytes_copied: crate::collect::STACK_BYTES as u64,
             unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
         },
@@ -339,7 +344,10 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             mechanism: "BTF raw tracepoints sys_enter/sys_exit, per-CPU counters".into(),
             attach_ns,
             peak_rss_bytes: peak_rss_bytes(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
         },
     });
     let exit_code = match (mode, report.exit_status) {

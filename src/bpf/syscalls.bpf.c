@@ -23,6 +23,10 @@ struct kt_stack_event *kt_btf_stack_event __attribute__((unused));
 struct kt_proc_event *kt_btf_proc_event __attribute__((unused));
 struct kt_exit_maps_event *kt_btf_exit_maps_event __attribute__((unused));
 
+/* The sampling constants, for the report to state (read-only data). */
+const volatile __u32 kt_cfg_sample_shift = KT_SAMPLE_SHIFT;
+const volatile __u32 kt_cfg_max_period_log2 = KT_MAX_PERIOD_LOG2;
+
 extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
 				 __u64 addr) __ksym __weak;
 extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;

@@ -20,12 +20,12 @@
  * Stack sampling, per CPU and syscall: every call is sampled until
  * 2^KT_SAMPLE_SHIFT calls have been seen; after that the gap to the next
  * sample is drawn at random around a mean period that doubles with the count
- * (about 2^KT_SAMPLE_SHIFT samples per doubling), capped at
+ * (about 2^(KT_SAMPLE_SHIFT-1) samples per doubling), capped at
  * 2^KT_MAX_PERIOD_LOG2. Each sample weighs the calls it stands for: itself
  * and the gap before it. Random gaps cannot alias with a periodic workload.
  */
-#define KT_SAMPLE_SHIFT 6
-#define KT_MAX_PERIOD_LOG2 16
+#define KT_SAMPLE_SHIFT 7
+#define KT_MAX_PERIOD_LOG2 12
 
 struct kt_syscall_stats {
 	__u64 calls;       /* entries seen (exact) */

@@ -134,6 +134,25 @@ impl<'obj> Collector<'obj> {
         Ok(bytes.chunks_exact(record).map(thread_counters).collect())
     }
 
+    /// How syscall entries are chosen for a stack sample, in words.
+    pub fn sampling_policy(&self) -> String {
+        let rodata = self
+            .skel
+            .maps
+            .rodata_data
+            .as_deref()
+            .expect("the object has read-only data");
+        let (all, max) = (
+            1u64 << rodata.kt_cfg_sample_shift,
+            1u64 << rodata.kt_cfg_max_period_log2,
+        );
+        format!(
+            "every call until a CPU has seen {all} of a syscall, then ~{} random samples per doubling of its count, \
+             mean gap at most {max} calls; each weighted by the calls it stands for",
+            all / 2
+        )
+    }
+
     pub fn epoll_fd(&self) -> i32 {
         self.ring.epoll_fd()
     }

@@ -6,8 +6,15 @@ use crate::report::{EndReason, Mode, Report, SyscallReport};
 
 /// How many syscalls the table shows.
 const TOP_SYSCALLS: usize = 15;
-/// Frames of the top call site shown per syscall.
-const SITE_FRAMES: usize = 6;
+/// Call sites are shown for syscalls with at least this share of all
+/// syscall time; the rest is in the JSON report.
+const MIN_SYSCALL_SHARE_PERCENT: f64 = 5.0;
+/// At most this many call sites per syscall, and beyond the first only
+/// those with at least this share of its calls.
+const SITES_SHOWN: usize = 3;
+const MIN_SITE_SHARE_PERCENT: f64 = 10.0;
+/// Frames shown per call site.
+const SITE_FRAMES: usize = 8;
 const BAR_WIDTH: usize = 40;
 
 pub fn duration(ns: u64) -> String {
@@ -109,29 +116,28 @@ fn header(r: &Report, out: &mut String, color: bool) {
     let _ = writeln!(out, "processes {}, threads {}", r.processes.len(), threads);
 }
 
-/// The call site in a compact form: `a < b < c`, innermost first.
-fn site_line(sc: &SyscallReport) -> Option<String> {
-    let site = sc.callsites.first()?;
-    let mut frames: Vec<&str> = site
-        .frames
-        .iter()
-        .take(SITE_FRAMES)
-        .map(String::as_str)
-        .collect();
-    if site.frames.len() > SITE_FRAMES {
-        frames.push("...");
+/// Call sites of one syscall, each a stack innermost first, one frame a line.
+fn call_sites(sc: &SyscallReport, out: &mut String) {
+    for site in sc.callsites.iter().take(SITES_SHOWN) {
+        let share = site.calls as f64 * 100.0 / sc.calls.max(1) as f64;
+        if share < MIN_SITE_SHARE_PERCENT && !std::ptr::eq(site, &sc.callsites[0]) {
+            break;
+        }
+        let approx = if site.calls_estimated { "~" } else { "" };
+        let label = format!("{approx}{share:.0}% of calls");
+        for (i, frame) in site.frames.iter().take(SITE_FRAMES).enumerate() {
+            let lead = if i == 0 { label.as_str() } else { "" };
+            let _ = writeln!(out, "    {lead:<16} {frame}");
+        }
+        if site.frames.len() > SITE_FRAMES {
+            let _ = writeln!(
+                out,
+                "    {:<16} ... {} more frames in the JSON report",
+                "",
+                site.frames.len() - SITE_FRAMES
+            );
+        }
     }
-    let share = if sc.calls > 0 {
-        site.calls as f64 * 100.0 / sc.calls as f64
-    } else {
-        0.0
-    };
-    let approx = if site.calls_estimated { "~" } else { "" };
-    Some(format!(
-        "{}  [{approx}{}% of calls]",
-        frames.join(" < "),
-        share.round()
-    ))
 }
 
 fn syscalls(r: &Report, out: &mut String) {
@@ -144,6 +150,7 @@ fn syscalls(r: &Report, out: &mut String) {
         "\n{:<22} {:>12} {:>9} {:>11} {:>11} {:>10}",
         "SYSCALL", "CALLS", "ERRORS", "TOTAL", "MAX", "AVG"
     );
+    let all_ns: u64 = r.syscalls.iter().map(|s| s.total_ns).sum();
     for sc in r.syscalls.iter().take(TOP_SYSCALLS) {
         let returned = sc.calls.saturating_sub(sc.unfinished).max(1);
         let mut errs = count(sc.errors);
@@ -160,8 +167,8 @@ fn syscalls(r: &Report, out: &mut String) {
             duration(sc.max_ns),
             duration(sc.total_ns / returned)
         );
-        if let Some(line) = site_line(sc) {
-            let _ = writeln!(out, "    at {line}");
+        if sc.total_ns as f64 >= all_ns as f64 * MIN_SYSCALL_SHARE_PERCENT / 100.0 {
+            call_sites(sc, out);
         }
     }
     if r.syscalls.len() > TOP_SYSCALLS {

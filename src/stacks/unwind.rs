@@ -72,6 +72,9 @@ pub struct Unwinding {
     /// Samples of processes whose memory map could not be read, waiting for
     /// their exit mappings.
     pending: HashMap<u32, Vec<StackSample>>,
+    /// Commands kerntax forked and that have not exec'd yet: their stacks
+    /// are kerntax's own code, not the command's.
+    before_exec: HashSet<u32>,
     cache: CacheX86_64,
     pub stats: UnwindStats,
 }
@@ -171,6 +174,11 @@ impl Unwinding {
         true
     }
 
+    /// `pid` is kerntax's child about to exec the command.
+    pub fn expect_exec(&mut self, pid: u32) {
+        self.before_exec.insert(pid);
+    }
+
     pub fn on_fork(&mut self, pid: u32, ppid: u32) {
         self.forked_from.insert(pid, ppid);
     }
@@ -178,6 +186,7 @@ impl Unwinding {
     /// A new program image: the old mappings are gone. Reads the new ones at
     /// once, while the process most likely still lives, to learn its paths.
     pub fn on_exec(&mut self, pid: u32, filename: &str) {
+        self.before_exec.remove(&pid);
         self.procs.remove(&pid);
         self.forked_from.remove(&pid);
         self.learn(pid);
@@ -191,6 +200,9 @@ impl Unwinding {
     /// Unwinds a sample into `out`, or keeps it until its process's exit
     /// mappings arrive.
     pub fn push(&mut self, s: StackSample, out: &mut Vec<Unwound>) {
+        if self.before_exec.contains(&s.pid) {
+            return;
+        }
         if self.pending.contains_key(&s.pid) || !self.ensure(s.pid, s.ip) {
             self.pending.entry(s.pid).or_default().push(s);
             return;
