@@ -140,7 +140,7 @@ impl<'obj> Collector<'obj> {
             .skel
             .maps
             .rodata_data
-            .as_deref()
+            .as_ref()
             .expect("the object has read-only data");
         let (all, max) = (
             1u64 << rodata.kt_cfg_sample_shift,
