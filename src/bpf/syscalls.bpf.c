@@ -49,6 +49,20 @@ struct {
 	__type(value, __u32);
 } kt_tgids SEC(".maps");
 
+/*
+ * Threads whose task storage could not be created at fork (the storage lock
+ * of that CPU was busy, or memory was short): they get it at their first
+ * syscall instead. kt_adopt_pending keeps that check off the hot path.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} kt_adopt SEC(".maps");
+
+__u64 kt_adopt_pending;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, KT_MAX_SYSCALLS);
@@ -194,6 +208,20 @@ static __always_inline __u32 next_gap(__u64 seen)
 	return period / 2 + (bpf_get_prandom_u32() & (period - 1));
 }
 
+/* Gives the current thread the storage its fork could not. */
+static __noinline struct kt_task *adopt_late(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct kt_task *t;
+
+	if (!bpf_map_lookup_elem(&kt_adopt, &tid))
+		return 0;
+	t = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (t && bpf_map_delete_elem(&kt_adopt, &tid) == 0)
+		__sync_fetch_and_add(&kt_adopt_pending, -1);
+	return t;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 {
@@ -203,7 +231,7 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 	__u64 seen;
 
 	t = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0, 0);
-	if (!t)
+	if (!t && (!kt_adopt_pending || !(t = adopt_late())))
 		return 0;
 	st = bpf_map_lookup_elem(&kt_syscalls, &nr);
 	if (!st) {
@@ -314,10 +342,16 @@ int BPF_PROG(kt_fork, struct task_struct *parent, struct task_struct *child)
 	if (!task_is_tracked(parent))
 		return 0;
 	if (!bpf_task_storage_get(&kt_tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
-		struct kt_kernel_loss *l = loss();
+		__u32 tid = child->pid;
 
-		if (l)
-			l->task_storage_failed++;
+		if (bpf_map_update_elem(&kt_adopt, &tid, &one, BPF_ANY) == 0) {
+			__sync_fetch_and_add(&kt_adopt_pending, 1);
+		} else {
+			struct kt_kernel_loss *l = loss();
+
+			if (l)
+				l->task_storage_failed++;
+		}
 	}
 	if (ctgid != ptgid) {
 		struct kt_proc_event *ev;
@@ -416,8 +450,14 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 	struct kt_thread_record r = {};
 	struct kt_thread_key key = {};
 
-	if (!bpf_task_storage_get(&kt_tasks, p, 0, 0))
+	if (!bpf_task_storage_get(&kt_tasks, p, 0, 0)) {
+		__u32 tid = p->pid;
+
+		/* A thread that was to be adopted late exits before any syscall. */
+		if (kt_adopt_pending && bpf_map_delete_elem(&kt_adopt, &tid) == 0)
+			__sync_fetch_and_add(&kt_adopt_pending, -1);
 		return 0;
+	}
 	emit_exit_maps(p);
 	fill_record(&r, p);
 	r.exited = 1;

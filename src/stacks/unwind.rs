@@ -35,7 +35,6 @@ struct Region {
 }
 
 struct Process {
-    mappings: Vec<Mapping>,
     regions: Vec<Region>,
     unwinder: UnwinderX86_64<Bytes>,
 }
@@ -144,34 +143,31 @@ impl Unwinding {
                 name: m.path.clone(),
             });
         }
-        Process {
-            mappings,
-            regions,
-            unwinder,
-        }
+        Process { regions, unwinder }
     }
 
-    /// Makes sure `pid` has mappings covering `ip`, reading them again if
-    /// needed; false when the process is gone and nothing covers `ip`.
-    fn ensure(&mut self, pid: u32, ip: u64) -> bool {
+    /// The process whose mappings cover `ip` for a sample of `pid`: `pid`
+    /// itself, its memory map read again if needed, or, for a forked child
+    /// that has exec'd or exited since the sample, the parent it was a copy
+    /// of. None when no map can be had (yet).
+    fn maps_for(&mut self, pid: u32, ip: u64) -> Option<u32> {
         if self.procs.get(&pid).is_some_and(|p| p.covers(ip)) {
-            return true;
+            return Some(pid);
         }
-        let mappings = match maps::read(pid) {
-            Ok(m) => m,
-            Err(_) => {
-                // Gone: a forked child can use its parent's map, else wait.
-                let parent = self.forked_from.get(&pid).and_then(|pp| self.procs.get(pp));
-                match parent {
-                    Some(p) if !self.procs.contains_key(&pid) && p.covers(ip) => p.mappings.clone(),
-                    _ => return false,
-                }
+        if let Ok(mappings) = maps::read(pid) {
+            self.learn_paths(&mappings);
+            let p = self.build(mappings);
+            let covers = p.covers(ip);
+            self.procs.insert(pid, p);
+            if covers {
+                return Some(pid);
             }
-        };
-        self.learn_paths(&mappings);
-        let p = self.build(mappings);
-        self.procs.insert(pid, p);
-        true
+        }
+        let parent = *self.forked_from.get(&pid)?;
+        self.procs
+            .get(&parent)
+            .is_some_and(|p| p.covers(ip))
+            .then_some(parent)
     }
 
     /// `pid` is kerntax's child about to exec the command.
@@ -203,11 +199,16 @@ impl Unwinding {
         if self.before_exec.contains(&s.pid) {
             return;
         }
-        if self.pending.contains_key(&s.pid) || !self.ensure(s.pid, s.ip) {
-            self.pending.entry(s.pid).or_default().push(s);
-            return;
+        // Once one sample waits, later ones wait too: order is kept.
+        let owner = if self.pending.contains_key(&s.pid) {
+            None
+        } else {
+            self.maps_for(s.pid, s.ip)
+        };
+        match owner {
+            Some(owner) => out.push(self.unwind(&s, owner)),
+            None => self.pending.entry(s.pid).or_default().push(s),
         }
-        out.push(self.unwind(&s));
     }
 
     /// A process exits: its waiting samples are unwound against the
@@ -231,7 +232,20 @@ impl Unwinding {
         let p = self.build(mappings);
         self.procs.insert(pid, p);
         for s in waiting {
-            out.push(self.unwind(&s));
+            let owner = self.maps_for_gone(&s);
+            out.push(self.unwind(&s, owner));
+        }
+    }
+
+    /// For a sample of a process that is gone: its last known mappings, or
+    /// its parent's if those cover the sample and not its own.
+    fn maps_for_gone(&self, s: &StackSample) -> u32 {
+        let own = self.procs.get(&s.pid).is_some_and(|p| p.covers(s.ip));
+        match self.forked_from.get(&s.pid) {
+            Some(&parent) if !own && self.procs.get(&parent).is_some_and(|p| p.covers(s.ip)) => {
+                parent
+            }
+            _ => s.pid,
         }
     }
 
@@ -240,14 +254,16 @@ impl Unwinding {
     pub fn flush(&mut self, out: &mut Vec<Unwound>) {
         for (_, waiting) in std::mem::take(&mut self.pending) {
             for s in waiting {
-                out.push(self.unwind(&s));
+                let owner = self.maps_for_gone(&s);
+                out.push(self.unwind(&s, owner));
             }
         }
     }
 
-    fn unwind(&mut self, s: &StackSample) -> Unwound {
+    /// Unwinds `s` with the mappings of process `owner`.
+    fn unwind(&mut self, s: &StackSample, owner: u32) -> Unwound {
         self.stats.samples += 1;
-        let Some(p) = self.procs.get(&s.pid).filter(|p| p.covers(s.ip)) else {
+        let Some(p) = self.procs.get(&owner).filter(|p| p.covers(s.ip)) else {
             self.stats.maps_unavailable += 1;
             let stack = UnwoundStack {
                 frames: vec![FrameLoc::Unmapped {
