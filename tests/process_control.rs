@@ -282,3 +282,35 @@ fn kerntax_runs_under_strace() {
     );
     assert_eq!(syscall(&read_report(&json), "getppid").calls, 1000);
 }
+
+/// kerntax attached to its own parent must not profile itself.
+#[test]
+fn attaching_to_kerntaxs_parent_leaves_kerntax_out() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let k = kerntax()
+        .args([
+            "attach",
+            &std::process::id().to_string(),
+            "--duration",
+            "0.3",
+            "--json",
+        ])
+        .arg(&json)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let kerntax_pid = k.id();
+    let out = k.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let r = read_report(&json);
+    assert_eq!(r.target_pid, std::process::id());
+    assert!(
+        r.processes.iter().all(|p| p.pid != kerntax_pid),
+        "{:?}",
+        r.processes
+    );
+}

@@ -26,6 +26,8 @@ struct kt_exit_maps_event *kt_btf_exit_maps_event __attribute__((unused));
 /* The sampling constants, for the report to state (read-only data). */
 const volatile __u32 kt_cfg_sample_shift = KT_SAMPLE_SHIFT;
 const volatile __u32 kt_cfg_max_period_log2 = KT_MAX_PERIOD_LOG2;
+/* kerntax itself: never adopted, even when it is a child of its target. */
+const volatile __u32 kt_self_tgid = 0;
 
 extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
 				 __u64 addr) __ksym __weak;
@@ -490,6 +492,8 @@ int kt_snapshot(struct bpf_iter__task *ctx)
 	if (!task)
 		return 0;
 	tgid = task->tgid;
+	if (tgid == kt_self_tgid)
+		return 0;
 	if (!bpf_map_lookup_elem(&kt_tgids, &tgid)) {
 		ptgid = BPF_CORE_READ(task, real_parent, tgid);
 		if (!bpf_map_lookup_elem(&kt_tgids, &ptgid))

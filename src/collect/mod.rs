@@ -72,6 +72,9 @@ impl<'obj> Collector<'obj> {
         .context("opening the BPF object")?;
         // The snapshot iterator is attached on demand, once per snapshot.
         open.progs.kt_snapshot.set_autoattach(false);
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.kt_self_tgid = std::process::id();
+        }
         let mut skel = open
             .load()
             .context("loading the BPF programs into the kernel")?;
