@@ -149,13 +149,11 @@ fn duration_stops_profiling_and_terminates_the_command() {
     assert!(p.stderr.contains("duration reached"), "{}", p.stderr);
 }
 
-#[test]
-fn attach_counts_exactly_what_happens_while_attached() {
-    if !bpf_available() {
-        return;
-    }
+/// Attaches to `calls MODE N`, which waits for stdin, lets it go, and
+/// returns the report once it has exited.
+fn attach_to_gated(mode: &str, n: &str) -> Report {
     let mut target = Command::new(fixture("calls"))
-        .args(["gated", "30000"])
+        .args([mode, n])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
@@ -178,9 +176,16 @@ fn attach_counts_exactly_what_happens_while_attached() {
     );
     target.stdin.take().unwrap().write_all(b"go").unwrap();
     assert!(target.wait().unwrap().success());
-    let status = k.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
-    let r = read_report(&json);
+    assert_eq!(k.wait().unwrap().code(), Some(0));
+    read_report(&json)
+}
+
+#[test]
+fn attach_counts_exactly_what_happens_while_attached() {
+    if !bpf_available() {
+        return;
+    }
+    let r = attach_to_gated("gated", "30000");
     assert_eq!(r.mode, Mode::Attach);
     assert_eq!(r.command, None);
     assert_eq!(r.end_reason, EndReason::TargetExited);
@@ -192,6 +197,18 @@ fn attach_counts_exactly_what_happens_while_attached() {
         "call_getppid"
     ));
     assert!(wait_programs_gone().is_empty());
+}
+
+#[test]
+fn attach_adopts_children_that_existed_before() {
+    if !bpf_available() {
+        return;
+    }
+    let r = attach_to_gated("childgated", "20000");
+    assert_eq!(syscall(&r, "getppid").calls, 20_000);
+    assert_eq!(r.processes.len(), 2);
+    let child = r.processes.iter().find(|p| p.pid != r.target_pid).unwrap();
+    assert_eq!((child.ppid, child.exit_status), (r.target_pid, Some(0)));
 }
 
 #[test]

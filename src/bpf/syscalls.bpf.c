@@ -43,7 +43,8 @@ struct {
 	__type(value, struct kt_task);
 } kt_tasks SEC(".maps");
 
-/* Processes of the target tree: consulted only on fork and by the iterator. */
+/* The target processes found when tracking starts (the attached process and
+ * its children then); later processes are tracked by their task storage. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -356,10 +357,8 @@ int BPF_PROG(kt_fork, struct task_struct *parent, struct task_struct *child)
 		}
 	}
 	if (ctgid != ptgid) {
-		struct kt_proc_event *ev;
+		struct kt_proc_event *ev = proc_event(KT_EV_FORK, child, ptgid);
 
-		bpf_map_update_elem(&kt_tgids, &ctgid, &one, BPF_ANY);
-		ev = proc_event(KT_EV_FORK, child, ptgid);
 		if (ev)
 			bpf_ringbuf_submit(ev, 0);
 	}
@@ -397,7 +396,7 @@ static __always_inline void fill_record(struct kt_thread_record *r, struct task_
 }
 
 /*
- * Sends the executable file mappings of a process whose last thread exits.
+ * Sends the executable file mappings of a process as its last thread exits.
  * Needs the exit tracepoint to fire before the memory map is released
  * (Linux 6.17+) and the VMA iterator kfuncs; elsewhere it sends nothing.
  */
@@ -406,7 +405,7 @@ static __always_inline void emit_exit_maps(struct task_struct *p)
 	struct kt_exit_maps_event *ev;
 	struct vm_area_struct *vma;
 
-	if (!bpf_iter_task_vma_new || !BPF_CORE_READ(p, mm) || BPF_CORE_READ(p, signal, live.counter) != 0)
+	if (!bpf_iter_task_vma_new || !BPF_CORE_READ(p, mm))
 		return;
 	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
 	if (!ev) {
@@ -460,7 +459,13 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 			__sync_fetch_and_add(&kt_adopt_pending, -1);
 		return 0;
 	}
-	emit_exit_maps(p);
+	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
+		__u32 tgid = p->tgid;
+
+		/* Its pid may be reused by a process that is none of ours. */
+		bpf_map_delete_elem(&kt_tgids, &tgid);
+		emit_exit_maps(p);
+	}
 	fill_record(&r, p);
 	r.exited = 1;
 	key.tid = r.tid;
@@ -494,6 +499,8 @@ int kt_snapshot(struct bpf_iter__task *ctx)
 	tgid = task->tgid;
 	if (tgid == kt_self_tgid)
 		return 0;
+	if (bpf_task_storage_get(&kt_tasks, task, 0, 0))
+		goto record;
 	if (!bpf_map_lookup_elem(&kt_tgids, &tgid)) {
 		ptgid = BPF_CORE_READ(task, real_parent, tgid);
 		if (!bpf_map_lookup_elem(&kt_tgids, &ptgid))
@@ -506,6 +513,7 @@ int kt_snapshot(struct bpf_iter__task *ctx)
 		if (l)
 			l->task_storage_failed++;
 	}
+record:
 	fill_record(&r, task);
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
