@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 
 use crate::aggregate::thread_usage;
 use crate::collect::{Collector, Event};
-use crate::model::UnwoundStack;
+use crate::model::{KernelCounters, KernelLoss, ThreadCounters, UnwoundStack};
 use crate::preflight;
 use crate::report::build::{Inputs, SampledSite, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
@@ -187,6 +187,114 @@ impl Phases {
     }
 }
 
+/// Marks the target tracked and returns its threads' counters now; a
+/// command that cannot be tracked is killed, not left stopped.
+fn track(collector: &Collector<'_>, target: &Target) -> Result<Vec<ThreadCounters>> {
+    collector.track(target.pid).inspect_err(|_| {
+        if target.is_child {
+            target.signal(libc::SIGKILL);
+            while target.try_reap().is_none() {
+                wait_readable(&[target.pidfd()], Some(Duration::from_millis(100)));
+            }
+        }
+    })
+}
+
+/// The profiled window: how it ended, how long it was, what was sampled.
+struct Window {
+    end_reason: EndReason,
+    /// The command's status, if it was reaped when the window ended.
+    reaped: Option<ExitStatus>,
+    duration_ns: u64,
+    tally: SampleTally,
+}
+
+/// Streams and unwinds samples until the target exits, the duration ends
+/// or a signal arrives.
+fn watch(
+    collector: &Collector<'_>,
+    target: &Target,
+    signals: &mut Signals,
+    duration: Option<Duration>,
+    unwinding: &mut Unwinding,
+) -> Result<Window> {
+    let t0 = Instant::now();
+    let mut tally = SampleTally::default();
+    let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
+    let mut reaped = None;
+    let end_reason = loop {
+        let remaining = duration.map(|d| d.saturating_sub(t0.elapsed()));
+        wait_readable(&fds, remaining);
+        handle(collector.poll(Duration::ZERO)?, unwinding, &mut tally);
+        if signals.take() {
+            break EndReason::Interrupted;
+        }
+        if target.is_child {
+            reaped = target.try_reap();
+            if reaped.is_some() {
+                break EndReason::TargetExited;
+            }
+        } else if pidfd_ready(target.pidfd()) {
+            break EndReason::TargetExited;
+        }
+        if remaining.is_some_and(|r| r.is_zero()) {
+            break EndReason::Duration;
+        }
+    };
+    let duration_ns = t0.elapsed().as_nanos() as u64;
+    Ok(Window {
+        end_reason,
+        reaped,
+        duration_ns,
+        tally,
+    })
+}
+
+/// How the target ended: a command is reaped (after being told to stop if
+/// profiling stopped first); an attached process's exit is known from its
+/// exit record, if it exited while profiled.
+fn exit_status(
+    target: &Target,
+    signals: &mut Signals,
+    window: &Window,
+    kernel: &KernelCounters,
+) -> Option<ExitStatus> {
+    if !target.is_child {
+        let leader = kernel.exited_threads.iter().find(|t| t.tid == target.pid);
+        return leader.map(|t| ExitStatus::from_wait_status(t.exit_code));
+    }
+    window.reaped.or_else(|| {
+        let (sig, grace) = match window.end_reason {
+            EndReason::Duration => (libc::SIGTERM, Duration::ZERO),
+            _ => (libc::SIGINT, Duration::from_millis(500)),
+        };
+        Some(finish_child(target, signals, sig, grace))
+    })
+}
+
+fn loss(
+    kernel: &KernelLoss,
+    undecodable: u64,
+    unwinding: &Unwinding,
+    symbols: &Symbols,
+    threads_unaccounted: u64,
+) -> Loss {
+    Loss {
+        ringbuf_full: kernel.ringbuf_full,
+        stack_read_failed: kernel.stack_read_failed,
+        task_storage_failed: kernel.task_storage_failed,
+        thread_map_full: kernel.thread_map_full,
+        errno_map_full: kernel.errno_map_full,
+        syscall_nr_out_of_range: kernel.syscall_nr_out_of_range,
+        events_undecodable: undecodable,
+        maps_unavailable: unwinding.stats.maps_unavailable,
+        stacks_truncated: unwinding.stats.truncated,
+        frames_unsymbolized: symbols.unresolved,
+        modules_unreadable: unwinding.modules.failed,
+        threads_unaccounted,
+    }
+}
+
 pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> {
     let mut phases = Phases {
         on: std::env::var_os("KERNTAX_DEBUG").is_some(),
@@ -216,18 +324,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     } else {
         unwinding.learn(target.pid);
     }
-    let baseline = match collector.track(target.pid) {
-        Ok(b) => b,
-        Err(e) => {
-            if target.is_child {
-                target.signal(libc::SIGKILL);
-                while target.try_reap().is_none() {
-                    wait_readable(&[target.pidfd()], Some(Duration::from_millis(100)));
-                }
-            }
-            return Err(e);
-        }
-    };
+    let baseline = track(&collector, &target)?;
     // A command runs from here; if its exec fails, it has been reaped.
     target.release()?;
     let attach_ns = started.elapsed().as_nanos() as u64;
@@ -238,66 +335,34 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             target.pid
         );
     }
-    let t0 = Instant::now();
 
-    let mut tally = SampleTally::default();
-    let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
-    let mut reaped = None;
-    let end_reason = loop {
-        let remaining = opts.duration.map(|d| d.saturating_sub(t0.elapsed()));
-        wait_readable(&fds, remaining);
-        handle(collector.poll(Duration::ZERO)?, &mut unwinding, &mut tally);
-        if signals.take() {
-            break EndReason::Interrupted;
-        }
-        if target.is_child {
-            if let Some(st) = target.try_reap() {
-                reaped = Some(st);
-                break EndReason::TargetExited;
-            }
-        } else if pidfd_ready(target.pidfd()) {
-            break EndReason::TargetExited;
-        }
-        if remaining.is_some_and(|r| r.is_zero()) {
-            break EndReason::Duration;
-        }
-    };
-    let duration_ns = t0.elapsed().as_nanos() as u64;
-
+    let mut window = watch(
+        &collector,
+        &target,
+        &mut signals,
+        opts.duration,
+        &mut unwinding,
+    )?;
     phases.mark("profiling");
-    handle(collector.stop()?, &mut unwinding, &mut tally);
+    handle(collector.stop()?, &mut unwinding, &mut window.tally);
     let mut rest = Vec::new();
     unwinding.flush(&mut rest);
-    tally.add(rest);
+    window.tally.add(rest);
     let live = collector.snapshot()?;
     let kernel = collector.counters()?;
     let undecodable = *collector.undecodable_events.borrow();
     let sampling_policy = collector.sampling_policy();
     drop(collector);
-
-    let exit = if target.is_child {
-        reaped.or_else(|| {
-            let (sig, grace) = match end_reason {
-                EndReason::Duration => (libc::SIGTERM, Duration::ZERO),
-                _ => (libc::SIGINT, Duration::from_millis(500)),
-            };
-            Some(finish_child(&target, &mut signals, sig, grace))
-        })
-    } else {
-        kernel
-            .exited_threads
-            .iter()
-            .find(|t| t.tid == target.pid)
-            .map(|t| ExitStatus::from_wait_status(t.exit_code))
-    };
-
-    let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
     phases.mark("reading counters, unwinding the rest");
+
+    let exit = exit_status(&target, &mut signals, &window, &kernel);
+    let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
     let symbols = Symbols::resolve(
         &unwinding.modules,
-        tally.sites.keys().flat_map(|(_, s)| &s.frames),
+        window.tally.sites.keys().flat_map(|(_, s)| &s.frames),
     );
-    let sites = tally
+    let sites = window
+        .tally
         .sites
         .iter()
         .map(|((nr, stack), &(weight, samples))| SampledSite {
@@ -307,34 +372,26 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             samples,
         })
         .collect();
-    let k = &kernel.loss;
-    let loss = Loss {
-        ringbuf_full: k.ringbuf_full,
-        stack_read_failed: k.stack_read_failed,
-        task_storage_failed: k.task_storage_failed,
-        thread_map_full: k.thread_map_full,
-        errno_map_full: k.errno_map_full,
-        syscall_nr_out_of_range: k.syscall_nr_out_of_range,
-        events_undecodable: undecodable,
-        maps_unavailable: unwinding.stats.maps_unavailable,
-        stacks_truncated: unwinding.stats.truncated,
-        frames_unsymbolized: symbols.unresolved,
-        modules_unreadable: unwinding.modules.failed,
+    let loss = loss(
+        &kernel.loss,
+        undecodable,
+        &unwinding,
+        &symbols,
         threads_unaccounted,
-    };
+    );
     phases.mark("symbolizing");
     let report = build(Inputs {
         mode,
         command,
         target_pid: target.pid,
         exit,
-        end_reason,
-        duration_ns,
+        end_reason: window.end_reason,
+        duration_ns: window.duration_ns,
         kernel,
         threads,
         sites,
         sampling: Sampling {
-            stack_samples: tally.count,
+            stack_samples: window.tally.count,
             policy: sampling_policy,
             stack_bytes_copied: crate::collect::STACK_BYTES as u64,
             unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
@@ -344,10 +401,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             mechanism: "BTF raw tracepoints sys_enter/sys_exit, per-CPU counters".into(),
             attach_ns,
             peak_rss_bytes: peak_rss_bytes(),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
+            kernel: preflight::kernel_release(),
         },
     });
     let exit_code = match (mode, report.exit_status) {
