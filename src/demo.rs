@@ -70,35 +70,39 @@ fn extract(dir: &Path, s: &Scenario) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn delta_line(name: &str, before: f64, after: f64, unit: &str) -> String {
+fn delta_line(name: &str, before: f64, after: f64, show: impl Fn(f64) -> String) -> String {
     let change = if before > 0.0 {
         format!("{:+.0}%", (after - before) * 100.0 / before)
     } else {
         "n/a".into()
     };
-    format!("  {name:<26} {before:>14.2} {after:>14.2} {unit:<6} {change:>8}\n")
+    format!(
+        "  {name:<20} {:>14} {:>14} {change:>8}\n",
+        show(before),
+        show(after)
+    )
 }
 
 /// The figures the stories cared about, bad next to fixed.
 pub fn compare(bad: &Report, fixed: &Report) -> String {
-    let mut out = format!("  {:<26} {:>14} {:>14}\n", "", "bad", "fixed");
+    let mut out = format!(
+        "  {:<20} {:>14} {:>14} {:>8}\n",
+        "", "bad", "fixed", "change"
+    );
     let (b, f) = (&bad.summary, &fixed.summary);
+    let ns = |v: f64| text::duration(v as u64);
+    let pct = |v: f64| format!("{v:.0}%");
     out += &delta_line(
         "wall time",
-        bad.duration_ns as f64 / 1e6,
-        fixed.duration_ns as f64 / 1e6,
-        "ms",
+        bad.duration_ns as f64,
+        fixed.duration_ns as f64,
+        ns,
     );
-    out += &delta_line("system CPU share", b.sys_percent, f.sys_percent, "%");
-    out += &delta_line(
-        "syscalls per second",
-        b.syscalls_per_s,
-        f.syscalls_per_s,
-        "/s",
-    );
+    out += &delta_line("system CPU share", b.sys_percent, f.sys_percent, pct);
+    out += &delta_line("syscalls", b.syscalls_per_s, f.syscalls_per_s, text::rate);
     let switches =
         |s: &crate::report::Summary| s.voluntary_switches_per_s + s.involuntary_switches_per_s;
-    out += &delta_line("context switches per sec", switches(b), switches(f), "/s");
+    out += &delta_line("context switches", switches(b), switches(f), text::rate);
     out
 }
 
@@ -135,4 +139,38 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
         );
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::build::{build, tests::sample_inputs};
+
+    #[test]
+    fn comparison_shows_both_sides_and_the_change() {
+        let bad = build(sample_inputs());
+        let mut fixed = bad.clone();
+        fixed.duration_ns /= 4;
+        fixed.summary.syscalls_per_s = 0.0;
+        let table = compare(&bad, &fixed);
+        let wall = table.lines().find(|l| l.contains("wall time")).unwrap();
+        assert!(
+            wall.contains("2.000 s") && wall.contains("500.0 ms") && wall.ends_with("-75%"),
+            "{wall}"
+        );
+        let calls = table.lines().find(|l| l.contains("syscalls")).unwrap();
+        assert!(
+            calls.contains("505.5/s") && calls.ends_with("-100%"),
+            "{calls}"
+        );
+    }
+
+    #[test]
+    fn every_scenario_is_found_by_name_and_unknown_names_are_refused() {
+        for s in SCENARIOS {
+            assert_eq!(find(s.name).unwrap().name, s.name);
+            assert!(!s.binary.is_empty());
+        }
+        assert_eq!(find("nope").unwrap_err().code, 2);
+    }
 }
