@@ -104,13 +104,3 @@ pub struct UnwoundStack {
     /// limit), as opposed to ending where unwind information ends.
     pub truncated: bool,
 }
-
-/// A sampled syscall entry after unwinding.
-#[derive(Clone, Debug)]
-pub struct SyscallSample {
-    pub nr: u32,
-    pub pid: u32,
-    /// Calls this sample stands for.
-    pub weight: u64,
-    pub stack: UnwoundStack,
-}

@@ -49,7 +49,6 @@ impl Process {
 
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct UnwindStats {
-    pub samples: u64,
     /// Samples whose process's memory map could not be had at all.
     pub maps_unavailable: u64,
     /// Stacks deeper than the bytes copied (or than MAX_FRAMES).
@@ -78,7 +77,8 @@ pub struct Unwinding {
     pub stats: UnwindStats,
 }
 
-fn proc_dev(dev: u64) -> u64 {
+/// A stat(2) device number as /proc/PID/maps shows it.
+fn maps_dev(dev: u64) -> u64 {
     (libc::major(dev) as u64) << 32 | libc::minor(dev) as u64
 }
 
@@ -188,7 +188,7 @@ impl Unwinding {
         self.learn(pid);
         if let Ok(meta) = std::fs::metadata(filename) {
             self.paths
-                .entry((proc_dev(meta.dev()), meta.ino()))
+                .entry((maps_dev(meta.dev()), meta.ino()))
                 .or_insert_with(|| filename.to_string());
         }
     }
@@ -262,7 +262,6 @@ impl Unwinding {
 
     /// Unwinds `s` with the mappings of process `owner`.
     fn unwind(&mut self, s: &StackSample, owner: u32) -> Unwound {
-        self.stats.samples += 1;
         let Some(p) = self.procs.get(&owner).filter(|p| p.covers(s.ip)) else {
             self.stats.maps_unavailable += 1;
             let stack = UnwoundStack {
