@@ -2,6 +2,16 @@
 //! counted, already out of BPF's per-CPU and byte layouts, so everything after
 //! collection is pure and testable without BPF.
 
+/// Adds histogram `b` into `a`, slot by slot.
+pub fn add_hist(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
 /// One syscall's counters, for one CPU or summed over all of them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyscallCounters {
@@ -27,12 +37,7 @@ impl SyscallCounters {
         self.total_ns += other.total_ns;
         self.max_ns = self.max_ns.max(other.max_ns);
         self.samples += other.samples;
-        if self.hist_log2_ns.len() < other.hist_log2_ns.len() {
-            self.hist_log2_ns.resize(other.hist_log2_ns.len(), 0);
-        }
-        for (mine, theirs) in self.hist_log2_ns.iter_mut().zip(&other.hist_log2_ns) {
-            *mine += theirs;
-        }
+        add_hist(&mut self.hist_log2_ns, &other.hist_log2_ns);
     }
 }
 
@@ -72,6 +77,85 @@ pub struct KernelLoss {
     pub thread_map_full: u64,
     pub errno_map_full: u64,
     pub syscall_nr_out_of_range: u64,
+    pub lock_map_full: u64,
+    pub lock_thread_map_full: u64,
+}
+
+/// What a futex word or SysV semaphore is, as the kernel tells them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockKey {
+    /// A futex word in one process's memory.
+    Private { pid: u32, addr: u64 },
+    /// A futex word in memory shared between processes: the file (or shmem)
+    /// behind it, `dev` as /proc/PID/maps shows it.
+    Shared { dev: u64, ino: u64, offset: u64 },
+    /// A SysV semaphore.
+    SysV { semid: u32, semnum: u16 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockOp {
+    Wait,
+    /// Priority-inheritance lock or wait (FUTEX_LOCK_PI*, WAIT_REQUEUE_PI).
+    WaitPi,
+    Wake,
+    Other,
+}
+
+impl LockOp {
+    pub fn is_wait(self) -> bool {
+        matches!(self, LockOp::Wait | LockOp::WaitPi)
+    }
+}
+
+/// What a lock operation's stack sample carries beyond the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockSample {
+    pub key: LockKey,
+    pub op: LockOp,
+    /// The thread was switched out during the call.
+    pub blocked: bool,
+    /// Time inside the call.
+    pub wait_ns: u64,
+}
+
+/// One lock's counters, summed over CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockCounters {
+    pub waits: u64,
+    pub blocked: u64,
+    pub futile: u64,
+    pub timeouts: u64,
+    pub wait_ns: u64,
+    pub blocked_ns: u64,
+    pub max_wait_ns: u64,
+    /// On-CPU time inside all calls on the lock.
+    pub cpu_ns: u64,
+    pub wakes: u64,
+    pub woken: u64,
+    pub other: u64,
+    pub pi: u64,
+    pub samples: u64,
+    pub hist_log2_ns: Vec<u64>,
+}
+
+impl LockCounters {
+    pub fn merge(&mut self, o: &LockCounters) {
+        self.waits += o.waits;
+        self.blocked += o.blocked;
+        self.futile += o.futile;
+        self.timeouts += o.timeouts;
+        self.wait_ns += o.wait_ns;
+        self.blocked_ns += o.blocked_ns;
+        self.max_wait_ns = self.max_wait_ns.max(o.max_wait_ns);
+        self.cpu_ns += o.cpu_ns;
+        self.wakes += o.wakes;
+        self.woken += o.woken;
+        self.other += o.other;
+        self.pi += o.pi;
+        self.samples += o.samples;
+        add_hist(&mut self.hist_log2_ns, &o.hist_log2_ns);
+    }
 }
 
 /// Everything the kernel counted once collection stopped.
@@ -82,6 +166,9 @@ pub struct KernelCounters {
     /// (syscall nr, errno, count).
     pub errnos: Vec<(u32, u32, u64)>,
     pub exited_threads: Vec<ThreadCounters>,
+    pub locks: Vec<(LockKey, LockCounters)>,
+    /// (lock, waiting thread, its wait calls).
+    pub lock_waiters: Vec<(LockKey, u32, u64)>,
     pub loss: KernelLoss,
 }
 

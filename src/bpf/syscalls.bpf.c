@@ -47,6 +47,7 @@ struct {
  * its children then); later processes are tracked by their task storage. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* memory only for what is used */
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u32);
@@ -59,6 +60,7 @@ struct {
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* memory only for what is used */
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, __u32);
@@ -88,6 +90,7 @@ struct kt_thread_key {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* memory only for what is used */
 	__uint(max_entries, 65536);
 	__type(key, struct kt_thread_key);
 	__type(value, struct kt_thread_record);
@@ -159,7 +162,8 @@ static __always_inline __u64 copy_stack_prefix(__u8 *dst, __u64 sp, __u64 len)
  * Copy the registers and top of the user stack so user space can unwind with
  * the binaries' own .eh_frame (libc and -O2 code keep no frame pointers).
  */
-static __noinline void sample_stack(struct pt_regs *regs, __u32 nr, __u32 weight)
+static __noinline void sample_stack(struct pt_regs *regs, __u32 nr, __u32 weight,
+				    const struct kt_lock_sample *lock)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct kt_kernel_loss *l = loss();
@@ -179,6 +183,10 @@ static __noinline void sample_stack(struct pt_regs *regs, __u32 nr, __u32 weight
 	ev->hdr.tid = (__u32)pid_tgid;
 	ev->nr = nr;
 	ev->weight = weight;
+	if (lock)
+		ev->lock = *lock;
+	else
+		__builtin_memset(&ev->lock, 0, sizeof(ev->lock));
 	ev->ip = regs->ip;
 	ev->sp = sp;
 	ev->bp = regs->bp;
@@ -210,6 +218,8 @@ static __always_inline __u32 next_gap(__u64 seen)
 	/* Uniform in [period/2, 3*period/2): mean period. */
 	return period / 2 + (bpf_get_prandom_u32() & (period - 1));
 }
+
+#include "locks.bpf.h"
 
 /* Gives the current thread the storage its fork could not. */
 static __noinline struct kt_task *adopt_late(void)
@@ -249,16 +259,20 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 	 * another task on this CPU may run this program mid-update. The exact
 	 * counters (calls, returns, errors) must never lose one. */
 	seen = __sync_fetch_and_add(&st->calls, 1);
-	if (st->sample_countdown) {
+	t->nr = nr;
+	t->lock_op = KT_LOCK_OP_NONE;
+	/* Lock operations are sampled per lock at their exit instead. */
+	if (is_lock_syscall(nr) && lock_enter(regs, t, nr) != KT_LOCK_OP_NONE) {
+		/* nothing more at the entry */
+	} else if (st->sample_countdown) {
 		st->sample_countdown--;
 	} else {
 		weight = st->sample_gap + 1;
 		st->sample_gap = next_gap(seen + 1);
 		st->sample_countdown = st->sample_gap;
 		st->samples++;
-		sample_stack(regs, nr, weight);
+		sample_stack(regs, nr, weight, 0);
 	}
-	t->nr = nr;
 	/* Taken last so the sampling above is not billed to the syscall. */
 	t->enter_ns = bpf_ktime_get_ns();
 	return 0;
@@ -305,6 +319,10 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 			if (l)
 				l->errno_map_full++;
 		}
+	}
+	if (t->lock_op != KT_LOCK_OP_NONE) {
+		lock_exit(regs, t, ret, delta_ns);
+		t->lock_op = KT_LOCK_OP_NONE;
 	}
 	return 0;
 }
@@ -396,7 +414,8 @@ static __always_inline void fill_record(struct kt_thread_record *r, struct task_
 }
 
 /*
- * Sends the executable file mappings of a process as its last thread exits.
+ * Sends the mappings of a process as its last thread exits (see
+ * kt_exit_maps_event).
  * Needs the exit tracepoint to fire before the memory map is released
  * (Linux 6.17+) and the VMA iterator kfuncs; elsewhere it sends nothing.
  */
@@ -404,6 +423,8 @@ static __always_inline void emit_exit_maps(struct task_struct *p)
 {
 	struct kt_exit_maps_event *ev;
 	struct vm_area_struct *vma;
+	__u64 start_brk, brk, prev_end = 0;
+	bool prev_file = false;
 
 	if (!bpf_iter_task_vma_new || !BPF_CORE_READ(p, mm))
 		return;
@@ -420,26 +441,35 @@ static __always_inline void emit_exit_maps(struct task_struct *p)
 	ev->hdr.tid = p->pid;
 	ev->truncated = 0;
 	ev->count = 0;
+	start_brk = BPF_CORE_READ(p, mm, start_brk);
+	brk = BPF_CORE_READ(p, mm, brk);
 	bpf_for_each(task_vma, vma, p, 0) {
-		struct kt_exec_mapping *m;
-		struct file *f;
+		struct kt_exit_mapping *m;
+		struct file *f = vma->vm_file;
 		/* The count lives in the event, not a register, so the verifier
 		 * sees one loop state instead of one per count. */
-		__u32 n = ev->count;
+		__u32 n = ev->count, flags = 0;
+		bool bss = !f && vma->vm_start == prev_end && prev_file;
 
-		if (!(vma->vm_flags & KT_VM_EXEC) || !vma->vm_file)
+		prev_end = vma->vm_end;
+		prev_file = f != 0;
+		if (vma->vm_flags & KT_VM_EXEC)
+			flags |= KT_MAPPING_EXEC;
+		if (!f && vma->vm_start >= start_brk && vma->vm_end <= brk)
+			flags |= KT_MAPPING_HEAP;
+		if (!f && !bss && !(flags & KT_MAPPING_HEAP))
 			continue;
 		if (n >= KT_MAX_EXIT_MAPS) {
 			ev->truncated = 1;
 			break;
 		}
 		m = &ev->maps[n];
-		f = vma->vm_file;
 		m->start = vma->vm_start;
 		m->end = vma->vm_end;
 		m->offset = (__u64)vma->vm_pgoff << 12;
-		m->ino = BPF_CORE_READ(f, f_inode, i_ino);
-		m->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+		m->ino = f ? BPF_CORE_READ(f, f_inode, i_ino) : 0;
+		m->dev = f ? BPF_CORE_READ(f, f_inode, i_sb, s_dev) : 0;
+		m->flags = flags;
 		ev->count = n + 1;
 	}
 	bpf_ringbuf_submit(ev, 0);

@@ -10,6 +10,8 @@
 #ifndef KT_SYSCALLS_H
 #define KT_SYSCALLS_H
 
+#include "locks.h"
+
 /* Syscall numbers above this are counted as loss (x86_64 has ~470). */
 #define KT_MAX_SYSCALLS 512
 /* Latency histogram: slot i holds calls with 2^i <= ns < 2^(i+1); slot 0 also 0 ns. */
@@ -48,7 +50,11 @@ struct kt_errno_key {
 struct kt_task {
 	__u64 enter_ns;    /* 0 when not inside a tracked syscall */
 	__u32 nr;
-	__u32 _pad;
+	__u32 lock_op;     /* enum kt_lock_op of the syscall in flight */
+	struct kt_lock_key lock;
+	__u64 lock_runtime_ns;   /* se.sum_exec_runtime at entry */
+	__u64 lock_exec_start;   /* se.exec_start at entry */
+	__u64 lock_switches;     /* nvcsw at entry: a change means it slept */
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */
@@ -59,6 +65,8 @@ struct kt_kernel_loss {
 	__u64 thread_map_full;       /* an exited thread's counters were lost */
 	__u64 errno_map_full;        /* an errno count was lost */
 	__u64 syscall_nr_out_of_range;
+	__u64 lock_map_full;         /* a lock operation on a lock with no room */
+	__u64 lock_thread_map_full;  /* a waiter not counted as distinct */
 };
 
 enum kt_event_kind {
@@ -68,8 +76,8 @@ enum kt_event_kind {
 	KT_EV_EXIT_MAPS = 4,
 };
 
-/* Executable mappings sent when a process exits, at most this many. */
-#define KT_MAX_EXIT_MAPS 128
+/* Mappings sent when a process exits, at most this many. */
+#define KT_MAX_EXIT_MAPS 256
 /* Bytes of an exec'd program's file name kept. */
 #define KT_PATH_BYTES 256
 
@@ -80,11 +88,13 @@ struct kt_event_header {
 	__u32 _pad;
 };
 
-/* A sampled syscall entry: registers and the top of the user stack. */
+/* A sampled syscall: registers and the top of the user stack, taken at the
+ * entry, or at the exit for lock operations (with what the lock saw). */
 struct kt_stack_event {
 	struct kt_event_header hdr;
 	__u32 nr;
 	__u32 weight;      /* calls this sample stands for (its sampling period) */
+	struct kt_lock_sample lock;
 	__u64 ip;
 	__u64 sp;
 	__u64 bp;
@@ -102,25 +112,29 @@ struct kt_proc_event {
 	char filename[KT_PATH_BYTES]; /* exec only: as passed to execve */
 };
 
-struct kt_exec_mapping {
+#define KT_MAPPING_EXEC 1   /* executable */
+#define KT_MAPPING_HEAP 2   /* the brk heap */
+
+struct kt_exit_mapping {
 	__u64 start;
 	__u64 end;
 	__u64 offset;      /* file offset of start */
-	__u64 ino;
+	__u64 ino;         /* 0: anonymous */
 	__u32 dev;         /* kernel dev_t: major << 20 | minor */
-	__u32 _pad;
+	__u32 flags;       /* KT_MAPPING_* */
 };
 
 /*
- * A process's executable file mappings as it exits, while its memory map
- * still exists: samples that user space had no time to unwind while the
- * process lived are unwound against this.
+ * A process's file mappings, the anonymous ones right after them (.bss) and
+ * its heap, as it exits, while its memory map still exists: samples that user
+ * space had no time to unwind while the process lived are unwound against
+ * this, and the addresses of its locks named.
  */
 struct kt_exit_maps_event {
 	struct kt_event_header hdr;
 	__u32 count;
 	__u32 truncated;   /* more mappings than KT_MAX_EXIT_MAPS */
-	struct kt_exec_mapping maps[KT_MAX_EXIT_MAPS];
+	struct kt_exit_mapping maps[KT_MAX_EXIT_MAPS];
 };
 
 /* A thread's counters, written at its exit and by the snapshot iterator. */

@@ -59,6 +59,7 @@ struct pt_regs {
 };
 
 struct sched_entity {
+	u64 exec_start;
 	u64 sum_exec_runtime;
 };
 
@@ -101,7 +102,10 @@ struct vm_area_struct {
 	struct file *vm_file;
 };
 
-struct mm_struct;
+struct mm_struct {
+	unsigned long start_brk;
+	unsigned long brk;
+};
 
 typedef struct {
 	int counter;

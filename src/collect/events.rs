@@ -5,6 +5,7 @@ use std::mem::size_of;
 
 use super::bpf::types;
 use super::c_string;
+use crate::model::{LockKey, LockOp, LockSample};
 
 unsafe impl plain::Plain for types::kt_event_header {}
 unsafe impl plain::Plain for types::kt_stack_event {}
@@ -27,13 +28,15 @@ pub struct ExitMapping {
     pub inode: u64,
 }
 
-/// Registers and the copied top of the user stack at a sampled syscall entry.
+/// Registers and the copied top of the user stack at a sampled syscall.
 #[derive(Clone, Debug)]
 pub struct StackSample {
     pub pid: u32,
     pub tid: u32,
     pub nr: u32,
     pub weight: u64,
+    /// For a lock operation: its lock, outcome and time.
+    pub lock: Option<LockSample>,
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
@@ -64,6 +67,27 @@ pub enum Event {
     },
 }
 
+/// A lock's identity from its BPF form; None for an unknown kind.
+pub(crate) fn lock_key(k: &types::kt_lock_key) -> Option<LockKey> {
+    match k.kind {
+        1 => Some(LockKey::Private { pid: k.pid, addr: k.addr }),
+        2 => Some(LockKey::Shared { dev: proc_dev(k.dev), ino: k.ino, offset: k.addr }),
+        3 => Some(LockKey::SysV { semid: (k.addr >> 32) as u32, semnum: k.addr as u16 }),
+        _ => None,
+    }
+}
+
+fn lock_sample(s: &types::kt_lock_sample) -> Option<LockSample> {
+    let op = match s.op {
+        1 => LockOp::Wait,
+        2 => LockOp::WaitPi,
+        3 => LockOp::Wake,
+        4 => LockOp::Other,
+        _ => return None,
+    };
+    Some(LockSample { key: lock_key(&s.lock)?, op, blocked: s.blocked != 0, wait_ns: s.wait_ns })
+}
+
 /// The kernel's internal dev_t (major << 20 | minor) as /proc/PID/maps shows it.
 fn proc_dev(kernel_dev: u32) -> u64 {
     (u64::from(kernel_dev >> 20) << 32) | u64::from(kernel_dev & 0xfffff)
@@ -87,6 +111,7 @@ impl Event {
                     tid: ev.hdr.tid,
                     nr: ev.nr,
                     weight: u64::from(ev.weight),
+                    lock: lock_sample(&ev.lock),
                     ip: ev.ip,
                     sp: ev.sp,
                     bp: ev.bp,

@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Iter, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
-use crate::model::{KernelCounters, KernelLoss, SyscallCounters, ThreadCounters};
+use crate::model::{KernelCounters, KernelLoss, LockCounters, SyscallCounters, ThreadCounters};
 use bpf::types;
 pub use events::Event;
 
@@ -28,6 +28,9 @@ unsafe impl plain::Plain for types::kt_syscall_stats {}
 unsafe impl plain::Plain for types::kt_errno_key {}
 unsafe impl plain::Plain for types::kt_thread_record {}
 unsafe impl plain::Plain for types::kt_kernel_loss {}
+unsafe impl plain::Plain for types::kt_lock_key {}
+unsafe impl plain::Plain for types::kt_lock_stats {}
+unsafe impl plain::Plain for types::kt_lock_thread_key {}
 
 /// User stack bytes copied per sample (the BPF side's KT_STACK_BYTES).
 pub const STACK_BYTES: usize =
@@ -219,6 +222,27 @@ impl<'obj> Collector<'obj> {
             }
         }
 
+        let mut locks = Vec::new();
+        for key in maps.kt_locks.keys() {
+            let mut k = types::kt_lock_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("lock key size");
+            let Some(lock) = events::lock_key(&k) else { continue };
+            let mut total = LockCounters::default();
+            for bytes in maps.kt_locks.lookup_percpu(&key, MapFlags::ANY)?.unwrap_or_default() {
+                total.merge(&lock_counters(&bytes));
+            }
+            locks.push((lock, total));
+        }
+        let mut lock_waiters = Vec::new();
+        for key in maps.kt_lock_threads.keys() {
+            let mut k = types::kt_lock_thread_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("lock thread key size");
+            let waits = maps.kt_lock_threads.lookup(&key, MapFlags::ANY)?.map_or(0, |v| read_u64(&v));
+            if let Some(lock) = events::lock_key(&k.lock) {
+                lock_waiters.push((lock, k.tid, waits));
+            }
+        }
+
         let mut loss = KernelLoss::default();
         let per_cpu = maps
             .kt_loss
@@ -232,13 +256,10 @@ impl<'obj> Collector<'obj> {
             loss.thread_map_full += l.thread_map_full;
             loss.errno_map_full += l.errno_map_full;
             loss.syscall_nr_out_of_range += l.syscall_nr_out_of_range;
+            loss.lock_map_full += l.lock_map_full;
+            loss.lock_thread_map_full += l.lock_thread_map_full;
         }
-        Ok(KernelCounters {
-            syscalls,
-            errnos,
-            exited_threads,
-            loss,
-        })
+        Ok(KernelCounters { syscalls, errnos, exited_threads, locks, lock_waiters, loss })
     }
 }
 
@@ -250,6 +271,27 @@ fn read_u64(bytes: &[u8]) -> u64 {
     let mut v = 0u64;
     plain::copy_from_bytes(&mut v, bytes).expect("u64 value");
     v
+}
+
+fn lock_counters(bytes: &[u8]) -> LockCounters {
+    let mut s = types::kt_lock_stats::default();
+    plain::copy_from_bytes(&mut s, bytes).expect("lock stats size");
+    LockCounters {
+        waits: s.waits,
+        blocked: s.blocked,
+        futile: s.futile,
+        timeouts: s.timeouts,
+        wait_ns: s.wait_ns,
+        blocked_ns: s.blocked_ns,
+        max_wait_ns: s.max_wait_ns,
+        cpu_ns: s.cpu_ns,
+        wakes: s.wakes,
+        woken: s.woken,
+        other: s.other,
+        pi: s.pi,
+        samples: s.samples,
+        hist_log2_ns: s.hist_log2_ns.to_vec(),
+    }
 }
 
 fn syscall_counters(nr: u32, bytes: &[u8]) -> SyscallCounters {

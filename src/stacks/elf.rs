@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use memmap2::Mmap;
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 use super::maps::Mapping;
 
@@ -45,6 +45,9 @@ const UNWIND_SECTIONS: &[&str] = &[
 
 pub struct ElfFile {
     map: Arc<Mmap>,
+    /// Data objects (variables) by address, read on first use: (address,
+    /// size, demangled name), sorted.
+    data_symbols: std::sync::OnceLock<Vec<(u64, u64, String)>>,
     /// PT_LOAD segments: (file offset, virtual address, file size).
     segments: Vec<(u64, u64, u64)>,
     sections: Vec<Section>,
@@ -78,22 +81,37 @@ impl ElfFile {
             })
             .collect();
         drop(obj);
-        Ok(ElfFile {
-            map,
-            segments,
-            sections,
-        })
+        Ok(ElfFile { map, data_symbols: Default::default(), segments, sections })
     }
 
-    /// Runtime address minus stated address for code mapped by `m`, found
-    /// from the PT_LOAD segment holding the mapping's file offset.
+    /// Runtime address minus stated address for what `m` maps, from the
+    /// PT_LOAD segment it comes from: the one whose page-aligned file offset
+    /// it starts at, or (for a mapping split by mprotect, like RELRO) the
+    /// last one starting at or before it. Segments share pages at their
+    /// borders, so containment alone can pick the wrong one.
     pub fn bias(&self, m: &Mapping) -> Option<u64> {
-        let &(offset, vaddr, _) = self.segments.iter().find(|&&(off, _, size)| {
-            let page_start = off & !0xfff;
-            (page_start..off + size.max(1)).contains(&m.offset)
-        })?;
+        let page = |off: u64| off & !0xfff;
+        let &(offset, vaddr, _) = self
+            .segments
+            .iter()
+            .find(|&&(off, _, _)| page(off) == m.offset)
+            .or_else(|| {
+                self.segments
+                    .iter()
+                    .filter(|&&(off, _, size)| page(off) <= m.offset && m.offset < off + size)
+                    .max_by_key(|&&(off, _, _)| off)
+            })?;
         let svma_at_start = vaddr.wrapping_sub(offset).wrapping_add(m.offset);
         Some(m.start.wrapping_sub(svma_at_start))
+    }
+
+    /// The variable at `svma` (an address as stated in the file) and the
+    /// offset into it: `("g_lock", 0)`, `("g_table", 0x10)`.
+    pub fn data_symbol(&self, svma: u64) -> Option<(&str, u64)> {
+        let table = self.data_symbols.get_or_init(|| data_symbols(&self.map));
+        let i = table.partition_point(|&(addr, _, _)| addr <= svma).checked_sub(1)?;
+        let (addr, size, name) = &table[i];
+        (svma < addr + size.max(&1)).then(|| (name.as_str(), svma - addr))
     }
 
     pub fn section_info(&self) -> SectionInfo<'_> {
@@ -102,6 +120,34 @@ impl ElfFile {
             sections: &self.sections,
         }
     }
+}
+
+/// Demangles a Rust or C++ symbol; other names are returned as they are.
+pub fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Some(d) = cpp_demangle::Symbol::new(name.as_bytes()).ok().and_then(|s| s.demangle().ok()) {
+            return d;
+        }
+    }
+    name.to_string()
+}
+
+fn data_symbols(map: &Mmap) -> Vec<(u64, u64, String)> {
+    let Ok(obj) = object::File::parse(&**map) else {
+        return vec![];
+    };
+    let mut table: Vec<(u64, u64, String)> = obj
+        .symbols()
+        .chain(obj.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Data && s.address() != 0)
+        .filter_map(|s| Some((s.address(), s.size(), demangle(s.name().ok()?))))
+        .collect();
+    table.sort();
+    table.dedup_by_key(|e| e.0);
+    table
 }
 
 pub struct SectionInfo<'a> {
@@ -165,6 +211,29 @@ impl ModuleTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static TEST_DATA_SYMBOL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7);
+
+    #[test]
+    fn finds_a_static_variable_by_address_with_its_offset() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_string_lossy();
+        let maps = crate::stacks::maps::read(std::process::id()).unwrap();
+        let elf = ElfFile::open(&exe).unwrap();
+        let text = maps.iter().find(|m| m.executable && m.path.as_deref() == Some(&*exe)).unwrap();
+        let addr = &TEST_DATA_SYMBOL as *const _ as u64;
+        // .data lies in a later PT_LOAD than .text; with a PIE every segment
+        // shares the load bias. (Rust's linker packs segments so that the
+        // text mapping starts inside a page the previous segment also covers:
+        // the bias must come from the segment the mapping starts.)
+        let bias = elf.bias(text).unwrap();
+        let (name, off) = elf.data_symbol(addr - bias).expect("the static is a data symbol");
+        assert!(name.ends_with("TEST_DATA_SYMBOL"), "{name}");
+        assert_eq!(off, 0);
+        assert_eq!(elf.data_symbol(addr - bias + 4).unwrap().1, 4);
+        assert_eq!(demangle("_ZN7kerntax4main17h0123456789abcdefE"), "kerntax::main");
+        assert_eq!(demangle("g_config_lock"), "g_config_lock");
+    }
 
     #[test]
     fn bias_of_a_position_independent_executable_text_mapping() {
