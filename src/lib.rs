@@ -9,6 +9,7 @@ pub mod cli;
 pub mod collect;
 pub mod demo;
 pub mod error;
+pub mod locks;
 pub mod model;
 pub mod names;
 pub mod preflight;

@@ -6,7 +6,7 @@
 //! arrive (their process may exit any moment), and every exit path drops the
 //! BPF links, so nothing stays attached whatever happens.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::io::Read;
 use std::mem::MaybeUninit;
@@ -18,7 +18,8 @@ use anyhow::{Context, Result};
 
 use crate::aggregate::thread_usage;
 use crate::collect::{Collector, Event};
-use crate::model::{KernelCounters, KernelLoss, ThreadCounters, UnwoundStack};
+use crate::locks::{self, LockSite, name::LockName};
+use crate::model::{KernelCounters, KernelLoss, LockKey, ThreadCounters, UnwoundStack};
 use crate::preflight;
 use crate::report::build::{Inputs, SampledSite, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
@@ -99,18 +100,34 @@ fn wait_readable(fds: &[i32], timeout: Option<Duration>) {
     unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
 }
 
-/// Stacks and their summed weights, per syscall, as samples arrive.
+/// A lock's sampled operations from one stack: weight, weight x time
+/// inside, samples, processes.
+type LockTally = (u64, u128, u64, BTreeSet<u32>);
+
+/// Stacks and their summed weights, per syscall and per (lock, a wait?),
+/// as samples arrive.
 #[derive(Default)]
 struct SampleTally {
     sites: HashMap<(u32, UnwoundStack), (u64, u64)>,
+    locks: HashMap<(LockKey, bool, UnwoundStack), LockTally>,
     count: u64,
 }
 
 impl SampleTally {
     fn add(&mut self, unwound: Vec<Unwound>) {
-        for (nr, weight, stack) in unwound {
-            let e = self.sites.entry((nr, stack)).or_default();
-            e.0 += weight;
+        for u in unwound {
+            if let Some(lock) = u.lock {
+                let e = self
+                    .locks
+                    .entry((lock.key, lock.op.is_wait(), u.stack.clone()))
+                    .or_default();
+                e.0 += u.weight;
+                e.1 += u.weight as u128 * lock.wait_ns as u128;
+                e.2 += 1;
+                e.3.insert(u.pid);
+            }
+            let e = self.sites.entry((u.nr, u.stack)).or_default();
+            e.0 += u.weight;
             e.1 += 1;
             self.count += 1;
         }
@@ -292,6 +309,8 @@ fn loss(
         frames_unsymbolized: symbols.unresolved,
         modules_unreadable: unwinding.modules.failed,
         threads_unaccounted,
+        lock_map_full: kernel.lock_map_full,
+        lock_thread_map_full: kernel.lock_thread_map_full,
     }
 }
 
@@ -359,7 +378,40 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
     let symbols = Symbols::resolve(
         &unwinding.modules,
-        window.tally.sites.keys().flat_map(|(_, s)| &s.frames),
+        window
+            .tally
+            .sites
+            .keys()
+            .flat_map(|(_, s)| &s.frames)
+            .chain(window.tally.locks.keys().flat_map(|(_, _, s)| &s.frames)),
+    );
+    let lock_sites: Vec<LockSite> = window
+        .tally
+        .locks
+        .iter()
+        .map(
+            |((key, wait, stack), (weight, weighted_ns, samples, pids))| LockSite {
+                key: *key,
+                wait: *wait,
+                frames: symbols.stack(&stack.frames),
+                weight: *weight,
+                weighted_ns: *weighted_ns,
+                samples: *samples,
+                pids: pids.clone(),
+            },
+        )
+        .collect();
+    let lock_names: HashMap<LockKey, LockName> = kernel
+        .locks
+        .iter()
+        .map(|(key, _)| (*key, locks::name::name(&mut unwinding, key)))
+        .collect();
+    let lock_reports = locks::build(
+        &kernel.locks,
+        &kernel.lock_waiters,
+        &lock_sites,
+        &lock_names,
+        window.duration_ns,
     );
     let sites = window
         .tally
@@ -390,6 +442,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         kernel,
         threads,
         sites,
+        locks: lock_reports,
         sampling: Sampling {
             stack_samples: window.tally.count,
             policy: sampling_policy,

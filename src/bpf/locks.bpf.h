@@ -178,8 +178,7 @@ static __noinline __u32 lock_enter(struct pt_regs *regs, struct kt_task *t, __u3
 		}
 	}
 	t->lock_op = op;
-	t->lock_runtime_ns = task->se.sum_exec_runtime;
-	t->lock_exec_start = task->se.exec_start;
+	t->lock_off_cpu_ns = t->off_cpu_ns;
 	t->lock_switches = task->nvcsw;
 	return op;
 }
@@ -231,13 +230,9 @@ static __noinline void lock_exit(struct pt_regs *regs, struct kt_task *t, long r
 
 	if (!s)
 		return;
-	/*
-	 * Time on CPU inside the call: the wall time minus the time switched
-	 * out. sum_exec_runtime and exec_start advance together while running,
-	 * and exec_start jumps by the time away when the thread comes back.
-	 */
-	cpu_ns = (__s64)(task->se.sum_exec_runtime - t->lock_runtime_ns) + (__s64)d_ns -
-		 (__s64)(task->se.exec_start - t->lock_exec_start);
+	/* Time on CPU inside the call: the wall time minus the time switched
+	 * out (kept by kt_switch, on the same clock). */
+	cpu_ns = (__s64)d_ns - (__s64)(t->off_cpu_ns - t->lock_off_cpu_ns);
 	if (cpu_ns > 0)
 		__sync_fetch_and_add(&s->cpu_ns, cpu_ns);
 	ls.blocked = task->nvcsw != t->lock_switches;

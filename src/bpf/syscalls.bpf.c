@@ -327,6 +327,33 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
+/*
+ * Time tracked threads spend switched out, on the clock the syscall
+ * programs use, so the time on CPU inside a syscall is its wall time minus
+ * what this adds meanwhile. (The scheduler's own exec_start runs on each
+ * CPU's task clock, which drifts from others by steal time: useless across
+ * a migration.)
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct kt_task *t = bpf_task_storage_get(&kt_tasks, prev, 0, 0);
+	__u64 now = 0;
+
+	if (t) {
+		now = bpf_ktime_get_ns();
+		t->off_since_ns = now;
+	}
+	t = bpf_task_storage_get(&kt_tasks, next, 0, 0);
+	if (t && t->off_since_ns) {
+		if (!now)
+			now = bpf_ktime_get_ns();
+		t->off_cpu_ns += now - t->off_since_ns;
+		t->off_since_ns = 0;
+	}
+	return 0;
+}
+
 static __always_inline bool task_is_tracked(struct task_struct *task)
 {
 	__u32 tgid = BPF_CORE_READ(task, tgid);

@@ -52,9 +52,10 @@ struct kt_task {
 	__u32 nr;
 	__u32 lock_op;     /* enum kt_lock_op of the syscall in flight */
 	struct kt_lock_key lock;
-	__u64 lock_runtime_ns;   /* se.sum_exec_runtime at entry */
-	__u64 lock_exec_start;   /* se.exec_start at entry */
+	__u64 lock_off_cpu_ns;   /* off_cpu_ns at entry */
 	__u64 lock_switches;     /* nvcsw at entry: a change means it slept */
+	__u64 off_since_ns;      /* when it was switched out; 0 while on CPU */
+	__u64 off_cpu_ns;        /* time switched out, since tracked */
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */

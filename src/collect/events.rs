@@ -17,16 +17,22 @@ const KT_EV_FORK: u32 = 2;
 const KT_EV_EXEC: u32 = 3;
 const KT_EV_EXIT_MAPS: u32 = 4;
 
-/// An executable file mapping of an exiting process.
+/// A mapping of an exiting process: a file's, the anonymous one right after
+/// a file's (its .bss), or the heap.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExitMapping {
     pub start: u64,
     pub end: u64,
     pub offset: u64,
-    /// As in /proc/PID/maps: (major << 32) | minor.
+    /// As in /proc/PID/maps: (major << 32) | minor; 0 for anonymous memory.
     pub dev: u64,
     pub inode: u64,
+    pub executable: bool,
+    pub heap: bool,
 }
+
+const KT_MAPPING_EXEC: u32 = 1;
+const KT_MAPPING_HEAP: u32 = 2;
 
 /// Registers and the copied top of the user stack at a sampled syscall.
 #[derive(Clone, Debug)]
@@ -70,9 +76,19 @@ pub enum Event {
 /// A lock's identity from its BPF form; None for an unknown kind.
 pub(crate) fn lock_key(k: &types::kt_lock_key) -> Option<LockKey> {
     match k.kind {
-        1 => Some(LockKey::Private { pid: k.pid, addr: k.addr }),
-        2 => Some(LockKey::Shared { dev: proc_dev(k.dev), ino: k.ino, offset: k.addr }),
-        3 => Some(LockKey::SysV { semid: (k.addr >> 32) as u32, semnum: k.addr as u16 }),
+        1 => Some(LockKey::Private {
+            pid: k.pid,
+            addr: k.addr,
+        }),
+        2 => Some(LockKey::Shared {
+            dev: proc_dev(k.dev),
+            ino: k.ino,
+            offset: k.addr,
+        }),
+        3 => Some(LockKey::SysV {
+            semid: (k.addr >> 32) as u32,
+            semnum: k.addr as u16,
+        }),
         _ => None,
     }
 }
@@ -85,7 +101,12 @@ fn lock_sample(s: &types::kt_lock_sample) -> Option<LockSample> {
         4 => LockOp::Other,
         _ => return None,
     };
-    Some(LockSample { key: lock_key(&s.lock)?, op, blocked: s.blocked != 0, wait_ns: s.wait_ns })
+    Some(LockSample {
+        key: lock_key(&s.lock)?,
+        op,
+        blocked: s.blocked != 0,
+        wait_ns: s.wait_ns,
+    })
 }
 
 /// The kernel's internal dev_t (major << 20 | minor) as /proc/PID/maps shows it.
@@ -144,8 +165,10 @@ impl Event {
                         start: m.start,
                         end: m.end,
                         offset: m.offset,
-                        dev: proc_dev(m.dev),
+                        dev: if m.ino == 0 { 0 } else { proc_dev(m.dev) },
                         inode: m.ino,
+                        executable: m.flags & KT_MAPPING_EXEC != 0,
+                        heap: m.flags & KT_MAPPING_HEAP != 0,
                     })
                     .collect();
                 Some(Event::ExitMaps {
@@ -242,7 +265,10 @@ mod tests {
         ev.maps[0].offset = 0x3000;
         ev.maps[0].ino = 77;
         ev.maps[0].dev = (8 << 20) | 0x10;
+        ev.maps[0].flags = KT_MAPPING_EXEC;
         ev.maps[1].start = 0x5000;
+        ev.maps[1].dev = 5;
+        ev.maps[1].flags = KT_MAPPING_HEAP;
         let words = record(&*ev);
         match Event::decode(view(&words, size_of::<types::kt_exit_maps_event>())) {
             Some(Event::ExitMaps {
@@ -258,8 +284,14 @@ mod tests {
                         end: 0x2000,
                         offset: 0x3000,
                         dev: (8 << 32) | 0x10,
-                        inode: 77
+                        inode: 77,
+                        executable: true,
+                        heap: false,
                     }
+                );
+                assert_eq!(
+                    (maps[1].dev, maps[1].inode, maps[1].heap, maps[1].executable),
+                    (0, 0, true, false)
                 );
             }
             other => panic!("unexpected {other:?}"),

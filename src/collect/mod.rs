@@ -226,9 +226,15 @@ impl<'obj> Collector<'obj> {
         for key in maps.kt_locks.keys() {
             let mut k = types::kt_lock_key::default();
             plain::copy_from_bytes(&mut k, &key).expect("lock key size");
-            let Some(lock) = events::lock_key(&k) else { continue };
+            let Some(lock) = events::lock_key(&k) else {
+                continue;
+            };
             let mut total = LockCounters::default();
-            for bytes in maps.kt_locks.lookup_percpu(&key, MapFlags::ANY)?.unwrap_or_default() {
+            for bytes in maps
+                .kt_locks
+                .lookup_percpu(&key, MapFlags::ANY)?
+                .unwrap_or_default()
+            {
                 total.merge(&lock_counters(&bytes));
             }
             locks.push((lock, total));
@@ -237,7 +243,10 @@ impl<'obj> Collector<'obj> {
         for key in maps.kt_lock_threads.keys() {
             let mut k = types::kt_lock_thread_key::default();
             plain::copy_from_bytes(&mut k, &key).expect("lock thread key size");
-            let waits = maps.kt_lock_threads.lookup(&key, MapFlags::ANY)?.map_or(0, |v| read_u64(&v));
+            let waits = maps
+                .kt_lock_threads
+                .lookup(&key, MapFlags::ANY)?
+                .map_or(0, |v| read_u64(&v));
             if let Some(lock) = events::lock_key(&k.lock) {
                 lock_waiters.push((lock, k.tid, waits));
             }
@@ -259,7 +268,14 @@ impl<'obj> Collector<'obj> {
             loss.lock_map_full += l.lock_map_full;
             loss.lock_thread_map_full += l.lock_thread_map_full;
         }
-        Ok(KernelCounters { syscalls, errnos, exited_threads, locks, lock_waiters, loss })
+        Ok(KernelCounters {
+            syscalls,
+            errnos,
+            exited_threads,
+            locks,
+            lock_waiters,
+            loss,
+        })
     }
 }
 

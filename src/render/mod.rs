@@ -1,6 +1,7 @@
 //! Renderers: each reads a `Report` and nothing else.
 
 pub mod json;
+mod locks_text;
 pub mod text;
 
 /// Compares `actual` with the golden file `tests/golden/NAME`; with

@@ -116,27 +116,40 @@ fn header(r: &Report, out: &mut String, color: bool) {
     let _ = writeln!(out, "processes {}, threads {}", r.processes.len(), threads);
 }
 
-/// Call sites of one syscall, each a stack innermost first, one frame a line.
+/// A stack, innermost first, one frame a line, `label` before the first.
+pub(crate) fn stack(out: &mut String, label: &str, frames: &[String]) {
+    for (i, frame) in frames.iter().take(SITE_FRAMES).enumerate() {
+        let lead = if i == 0 { label } else { "" };
+        let _ = writeln!(out, "    {lead:<16} {frame}");
+    }
+    if frames.len() > SITE_FRAMES {
+        let _ = writeln!(
+            out,
+            "    {:<16} ... {} more frames in the JSON report",
+            "",
+            frames.len() - SITE_FRAMES
+        );
+    }
+}
+
+/// `~42%` of `total`: the share a stack stands for.
+pub(crate) fn share(part: u64, total: u64, estimated: bool) -> String {
+    let approx = if estimated { "~" } else { "" };
+    format!("{approx}{:.0}%", part as f64 * 100.0 / total.max(1) as f64)
+}
+
+/// Call sites of one syscall, each a stack innermost first.
 fn call_sites(sc: &SyscallReport, out: &mut String) {
     for site in sc.callsites.iter().take(SITES_SHOWN) {
-        let share = site.calls as f64 * 100.0 / sc.calls.max(1) as f64;
-        if share < MIN_SITE_SHARE_PERCENT && !std::ptr::eq(site, &sc.callsites[0]) {
+        let pct = site.calls as f64 * 100.0 / sc.calls.max(1) as f64;
+        if pct < MIN_SITE_SHARE_PERCENT && !std::ptr::eq(site, &sc.callsites[0]) {
             break;
         }
-        let approx = if site.calls_estimated { "~" } else { "" };
-        let label = format!("{approx}{share:.0}% of calls");
-        for (i, frame) in site.frames.iter().take(SITE_FRAMES).enumerate() {
-            let lead = if i == 0 { label.as_str() } else { "" };
-            let _ = writeln!(out, "    {lead:<16} {frame}");
-        }
-        if site.frames.len() > SITE_FRAMES {
-            let _ = writeln!(
-                out,
-                "    {:<16} ... {} more frames in the JSON report",
-                "",
-                site.frames.len() - SITE_FRAMES
-            );
-        }
+        let label = format!(
+            "{} of calls",
+            share(site.calls, sc.calls, site.calls_estimated)
+        );
+        stack(out, &label, &site.frames);
     }
 }
 
@@ -203,6 +216,7 @@ fn footer(r: &Report, out: &mut String) {
 pub fn render(r: &Report, color: bool) -> String {
     let mut out = String::new();
     header(r, &mut out, color);
+    super::locks_text::locks(r, &mut out);
     syscalls(r, &mut out);
     footer(r, &mut out);
     out

@@ -27,6 +27,7 @@ pub struct Inputs {
     pub kernel: KernelCounters,
     pub threads: Vec<ThreadUsage>,
     pub sites: Vec<SampledSite>,
+    pub locks: Vec<LockReport>,
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
@@ -209,6 +210,7 @@ pub fn build(inp: Inputs) -> Report {
         processes: processes(&inp.threads),
         threads,
         syscalls,
+        locks: inp.locks,
         sampling: inp.sampling,
         loss: inp.loss,
         profiler: inp.profiler,
@@ -232,6 +234,45 @@ pub(crate) mod tests {
             involuntary_switches: 1,
             exited,
             exit_code,
+        }
+    }
+
+    fn sample_lock(kind: LockKind, symbol: &str) -> LockReport {
+        let stack = |f: &str| LockStack {
+            frames: vec![
+                "__lll_lock_wait (lowlevellock.c:49)".into(),
+                format!("{f} (app.c:10)"),
+            ],
+            count: 90,
+            wait_ns: 900_000,
+            samples: 9,
+            estimated: true,
+        };
+        LockReport {
+            kind,
+            contention: kind.is_contention(),
+            symbol: Some(symbol.into()),
+            address: Some("0x5000".into()),
+            mapping: Some("app".into()),
+            pids: vec![100],
+            semid: None,
+            semnum: None,
+            waits: 100,
+            blocked: 90,
+            futile: 10,
+            timeouts: 0,
+            wait_ns: 1_000_000,
+            blocked_ns: 990_000,
+            max_wait_ns: 50_000,
+            hist_log2_ns: vec![0, 1],
+            cpu_ns: 20_000,
+            wakes: 95,
+            woken: 90,
+            wakes_per_s: 47.5,
+            futile_per_s: 5.0,
+            threads: 3,
+            waiter_stacks: vec![stack("lookup")],
+            waker_stacks: vec![stack("release")],
         }
     }
 
@@ -304,6 +345,10 @@ pub(crate) mod tests {
                     weight: 200,
                     samples: 20,
                 },
+            ],
+            locks: vec![
+                sample_lock(LockKind::Mutex, "g_lock"),
+                sample_lock(LockKind::Condvar, "g_cond"),
             ],
             sampling: Sampling {
                 stack_samples: 100,

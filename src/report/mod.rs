@@ -50,6 +50,9 @@ pub struct Report {
     pub threads: Vec<ThreadReport>,
     /// Aggregated over the whole target, most total time first.
     pub syscalls: Vec<SyscallReport>,
+    /// Locks (futex words and SysV semaphores), contention first, ranked by
+    /// the time they cost; then what threads waited on for work.
+    pub locks: Vec<LockReport>,
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
@@ -127,6 +130,68 @@ pub struct Callsite {
     pub samples: u64,
 }
 
+pub use crate::locks::classify::LockKind;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockReport {
+    pub kind: LockKind,
+    /// False for condition variables and joins: threads wait there for work
+    /// or for another thread, which is not contention.
+    pub contention: bool,
+    /// The variable the lock lives in (`g_lock`, `g_table+0x10`), if named.
+    pub symbol: Option<String>,
+    /// Its address (hex) in the process (for a shared futex, the offset in
+    /// the shared memory); null for a SysV semaphore.
+    pub address: Option<String>,
+    /// The binary or library holding it, or [heap], [stack], [anon],
+    /// [shared anon].
+    pub mapping: Option<String>,
+    /// Processes that used it.
+    pub pids: Vec<u32>,
+    pub semid: Option<u32>,
+    pub semnum: Option<u16>,
+    /// Calls that asked to wait.
+    pub waits: u64,
+    /// Waits during which the thread really slept.
+    pub blocked: u64,
+    /// Waits that returned at once (EAGAIN): the lock changed meanwhile.
+    pub futile: u64,
+    pub timeouts: u64,
+    /// Time inside the wait calls.
+    pub wait_ns: u64,
+    /// Time inside the waits that slept.
+    pub blocked_ns: u64,
+    pub max_wait_ns: u64,
+    pub hist_log2_ns: Vec<u64>,
+    /// On-CPU (system) time inside all calls on it: what the handoffs cost.
+    pub cpu_ns: u64,
+    /// Wake calls, and the threads they woke (futex only).
+    pub wakes: u64,
+    pub woken: u64,
+    pub wakes_per_s: f64,
+    pub futile_per_s: f64,
+    /// Distinct threads that waited on it.
+    pub threads: u32,
+    /// Where threads waited, most waits first.
+    pub waiter_stacks: Vec<LockStack>,
+    /// Where threads released it (the wake calls), most first.
+    pub waker_stacks: Vec<LockStack>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockStack {
+    /// Symbolized user stack, innermost first.
+    pub frames: Vec<String>,
+    /// Calls from this stack.
+    pub count: u64,
+    /// Time inside those calls.
+    pub wait_ns: u64,
+    /// Stack samples behind it.
+    pub samples: u64,
+    /// True when `count` and `wait_ns` are estimated from weighted samples.
+    pub estimated: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
     pub stack_samples: u64,
@@ -159,6 +224,10 @@ pub struct Loss {
     pub modules_unreadable: u64,
     /// Threads present at the start with no final counters.
     pub threads_unaccounted: u64,
+    /// Lock operations on locks the lock map had no room for.
+    pub lock_map_full: u64,
+    /// Waiting threads not counted as distinct (map full).
+    pub lock_thread_map_full: u64,
 }
 
 impl Loss {

@@ -81,7 +81,12 @@ impl ElfFile {
             })
             .collect();
         drop(obj);
-        Ok(ElfFile { map, data_symbols: Default::default(), segments, sections })
+        Ok(ElfFile {
+            map,
+            data_symbols: Default::default(),
+            segments,
+            sections,
+        })
     }
 
     /// Runtime address minus stated address for what `m` maps, from the
@@ -109,7 +114,9 @@ impl ElfFile {
     /// offset into it: `("g_lock", 0)`, `("g_table", 0x10)`.
     pub fn data_symbol(&self, svma: u64) -> Option<(&str, u64)> {
         let table = self.data_symbols.get_or_init(|| data_symbols(&self.map));
-        let i = table.partition_point(|&(addr, _, _)| addr <= svma).checked_sub(1)?;
+        let i = table
+            .partition_point(|&(addr, _, _)| addr <= svma)
+            .checked_sub(1)?;
         let (addr, size, name) = &table[i];
         (svma < addr + size.max(&1)).then(|| (name.as_str(), svma - addr))
     }
@@ -127,10 +134,12 @@ pub fn demangle(name: &str) -> String {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
         return format!("{d:#}");
     }
-    if name.starts_with("_Z") {
-        if let Some(d) = cpp_demangle::Symbol::new(name.as_bytes()).ok().and_then(|s| s.demangle().ok()) {
-            return d;
-        }
+    if name.starts_with("_Z")
+        && let Some(d) = cpp_demangle::Symbol::new(name.as_bytes())
+            .ok()
+            .and_then(|s| s.demangle().ok())
+    {
+        return d;
     }
     name.to_string()
 }
@@ -220,18 +229,26 @@ mod tests {
         let exe = exe.to_string_lossy();
         let maps = crate::stacks::maps::read(std::process::id()).unwrap();
         let elf = ElfFile::open(&exe).unwrap();
-        let text = maps.iter().find(|m| m.executable && m.path.as_deref() == Some(&*exe)).unwrap();
+        let text = maps
+            .iter()
+            .find(|m| m.executable && m.path.as_deref() == Some(&*exe))
+            .unwrap();
         let addr = &TEST_DATA_SYMBOL as *const _ as u64;
         // .data lies in a later PT_LOAD than .text; with a PIE every segment
         // shares the load bias. (Rust's linker packs segments so that the
         // text mapping starts inside a page the previous segment also covers:
         // the bias must come from the segment the mapping starts.)
         let bias = elf.bias(text).unwrap();
-        let (name, off) = elf.data_symbol(addr - bias).expect("the static is a data symbol");
+        let (name, off) = elf
+            .data_symbol(addr - bias)
+            .expect("the static is a data symbol");
         assert!(name.ends_with("TEST_DATA_SYMBOL"), "{name}");
         assert_eq!(off, 0);
         assert_eq!(elf.data_symbol(addr - bias + 4).unwrap().1, 4);
-        assert_eq!(demangle("_ZN7kerntax4main17h0123456789abcdefE"), "kerntax::main");
+        assert_eq!(
+            demangle("_ZN7kerntax4main17h0123456789abcdefE"),
+            "kerntax::main"
+        );
         assert_eq!(demangle("g_config_lock"), "g_config_lock");
     }
 

@@ -21,7 +21,7 @@ use framehop::{FrameAddress, Module, Unwinder};
 use super::elf::{Bytes, ModuleTable};
 use super::maps::{self, Mapping};
 use crate::collect::events::{ExitMapping, StackSample};
-use crate::model::{FrameLoc, UnwoundStack};
+use crate::model::{FrameLoc, LockSample, UnwoundStack};
 
 /// Deepest stack kept; deeper ones are cut and marked truncated.
 const MAX_FRAMES: usize = 128;
@@ -55,8 +55,15 @@ pub struct UnwindStats {
     pub truncated: u64,
 }
 
-/// A sample after unwinding: (syscall nr, weight, stack).
-pub type Unwound = (u32, u64, UnwoundStack);
+/// A sample after unwinding.
+#[derive(Clone, Debug)]
+pub struct Unwound {
+    pub nr: u32,
+    pub pid: u32,
+    pub weight: u64,
+    pub lock: Option<LockSample>,
+    pub stack: UnwoundStack,
+}
 
 #[derive(Default)]
 pub struct Unwinding {
@@ -67,6 +74,9 @@ pub struct Unwinding {
     forked_from: HashMap<u32, u32>,
     /// Path of every file seen mapped, by (device, inode).
     paths: HashMap<(u64, u64), String>,
+    /// The latest memory map had of each process, all of it: lock addresses
+    /// are named from it once profiling stops.
+    mappings: HashMap<u32, Vec<Mapping>>,
     /// Samples of processes whose memory map could not be read, waiting for
     /// their exit mappings.
     pending: HashMap<u32, Vec<StackSample>>,
@@ -89,10 +99,40 @@ impl Unwinding {
         if let Ok(m) = maps::read(pid) {
             self.learn_paths(&m);
             if pid != std::process::id() {
-                let p = self.build(m);
-                self.procs.insert(pid, p);
+                self.keep(pid, m);
             }
         }
+    }
+
+    /// The path of a file seen mapped somewhere, by device and inode.
+    pub fn path_of(&self, dev: u64, inode: u64) -> Option<&str> {
+        self.paths.get(&(dev, inode)).map(String::as_str)
+    }
+
+    /// Keeps `mappings` as `pid`'s memory map, for unwinding and naming.
+    fn keep(&mut self, pid: u32, mappings: Vec<Mapping>) {
+        let p = self.build(&mappings);
+        self.procs.insert(pid, p);
+        self.mappings.insert(pid, mappings);
+    }
+
+    /// The latest memory map of `pid`, read again if it lives and does not
+    /// cover `addr`; a forked child that never had its own uses its parent's.
+    pub fn mappings_for(&mut self, pid: u32, addr: u64) -> Option<&[Mapping]> {
+        let covers = |m: &Vec<Mapping>| m.iter().any(|x| x.contains(addr));
+        if !self.mappings.get(&pid).is_some_and(covers)
+            && let Ok(m) = maps::read(pid)
+        {
+            self.learn_paths(&m);
+            self.mappings.insert(pid, m);
+        }
+        let own = self.mappings.get(&pid).filter(|m| covers(m));
+        let parent = self
+            .forked_from
+            .get(&pid)
+            .and_then(|pp| self.mappings.get(pp))
+            .filter(|m| covers(m));
+        own.or(parent).map(Vec::as_slice)
     }
 
     fn learn_paths(&mut self, mappings: &[Mapping]) {
@@ -105,7 +145,7 @@ impl Unwinding {
         }
     }
 
-    fn build(&mut self, mappings: Vec<Mapping>) -> Process {
+    fn build(&mut self, mappings: &[Mapping]) -> Process {
         let mut unwinder = UnwinderX86_64::new();
         let mut regions = Vec::with_capacity(mappings.len());
         let mut added = HashSet::new();
@@ -156,10 +196,8 @@ impl Unwinding {
         }
         if let Ok(mappings) = maps::read(pid) {
             self.learn_paths(&mappings);
-            let p = self.build(mappings);
-            let covers = p.covers(ip);
-            self.procs.insert(pid, p);
-            if covers {
+            self.keep(pid, mappings);
+            if self.procs.get(&pid).is_some_and(|p| p.covers(ip)) {
                 return Some(pid);
             }
         }
@@ -212,25 +250,29 @@ impl Unwinding {
     }
 
     /// A process exits: its waiting samples are unwound against the
-    /// mappings it had.
+    /// mappings it had, which are also kept for naming its lock addresses.
     pub fn on_exit_maps(&mut self, pid: u32, exit_maps: &[ExitMapping], out: &mut Vec<Unwound>) {
-        let Some(waiting) = self.pending.remove(&pid) else {
-            return;
-        };
-        let mappings = exit_maps
+        let mappings: Vec<Mapping> = exit_maps
             .iter()
             .map(|m| Mapping {
                 start: m.start,
                 end: m.end,
                 offset: m.offset,
-                executable: true,
+                executable: m.executable,
                 dev: m.dev,
                 inode: m.inode,
-                path: self.paths.get(&(m.dev, m.inode)).cloned(),
+                path: match (m.inode, m.heap) {
+                    (0, true) => Some("[heap]".to_string()),
+                    (0, false) => None,
+                    _ => self.paths.get(&(m.dev, m.inode)).cloned(),
+                },
             })
             .collect();
-        let p = self.build(mappings);
-        self.procs.insert(pid, p);
+        let Some(waiting) = self.pending.remove(&pid) else {
+            self.mappings.insert(pid, mappings);
+            return;
+        };
+        self.keep(pid, mappings);
         for s in waiting {
             let owner = self.maps_for_gone(&s);
             out.push(self.unwind(&s, owner));
@@ -271,7 +313,13 @@ impl Unwinding {
                 }],
                 truncated: false,
             };
-            return (s.nr, s.weight, stack);
+            return Unwound {
+                nr: s.nr,
+                pid: s.pid,
+                weight: s.weight,
+                lock: s.lock,
+                stack,
+            };
         };
         // Set when the unwinder wanted stack beyond the bytes copied: the one
         // way a stack is cut short rather than ended (a trampoline without
@@ -305,7 +353,14 @@ impl Unwinding {
         if truncated {
             self.stats.truncated += 1;
         }
-        (s.nr, s.weight, UnwoundStack { frames, truncated })
+        let stack = UnwoundStack { frames, truncated };
+        Unwound {
+            nr: s.nr,
+            pid: s.pid,
+            weight: s.weight,
+            lock: s.lock,
+            stack,
+        }
     }
 }
 

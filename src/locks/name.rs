@@ -1,0 +1,104 @@
+//! Names for lock addresses: the variable a futex word lives in (from the
+//! binary's symbol table, .bss included), or the kind of memory it is in.
+//!
+//! .bss is the anonymous mapping right after the last mapping of a file:
+//! its variables are named with that file's symbols and load bias.
+
+use crate::model::LockKey;
+use crate::stacks::maps::Mapping;
+use crate::stacks::unwind::Unwinding;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockName {
+    /// `g_lock`, or `g_table+0x10` inside a larger variable.
+    pub symbol: Option<String>,
+    /// The variable itself: its name and address. Futex words of one
+    /// variable (a condvar's two sequence words) are one lock.
+    pub variable: Option<(String, u64)>,
+    pub address: Option<u64>,
+    /// The binary or library holding it, or [heap], [stack], [anon].
+    pub mapping: Option<String>,
+    /// The process it was named in (private futexes).
+    pub pid: Option<u32>,
+}
+
+impl LockName {
+    /// What identifies the lock in the report: its variable if known.
+    pub fn object(&self) -> Option<String> {
+        let (name, addr) = self.variable.as_ref()?;
+        Some(format!("{}:{addr:#x}:{name}", self.pid.unwrap_or(0)))
+    }
+}
+
+fn file_name(path: &str) -> String {
+    std::path::Path::new(path)
+        .file_name()
+        .map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned())
+}
+
+/// The variable at `addr` in file mapping `file` (the mapping holding it, or
+/// for .bss the file mapping just before it): its name and the offset in it.
+fn variable(unwinding: &mut Unwinding, file: &Mapping, addr: u64) -> Option<(String, u64)> {
+    let (_, elf) = unwinding.modules.get(file);
+    let elf = elf?;
+    let svma = addr.wrapping_sub(elf.bias(file)?);
+    let (name, offset) = elf.data_symbol(svma)?;
+    Some((name.to_string(), offset))
+}
+
+fn name_private(unwinding: &mut Unwinding, pid: u32, addr: u64) -> LockName {
+    let mut name = LockName {
+        address: Some(addr),
+        pid: Some(pid),
+        ..Default::default()
+    };
+    let Some(maps) = unwinding.mappings_for(pid, addr).map(<[Mapping]>::to_vec) else {
+        return name;
+    };
+    let Some(i) = maps.iter().position(|m| m.contains(addr)) else {
+        return name;
+    };
+    let m = &maps[i];
+    let before = i
+        .checked_sub(1)
+        .map(|j| &maps[j])
+        .filter(|b| b.is_file() && b.end == m.start);
+    let file = if m.is_file() {
+        Some(m)
+    } else {
+        before.filter(|_| m.path.is_none())
+    };
+    name.mapping = match (file, m.path.as_deref()) {
+        (Some(f), _) => f.path.as_deref().map(file_name),
+        (None, Some(p)) if p.starts_with('[') => Some(p.to_string()),
+        (None, Some(p)) => Some(file_name(p)),
+        (None, None) => Some("[anon]".to_string()),
+    };
+    if let Some((var, offset)) = file.and_then(|f| variable(unwinding, f, addr)) {
+        name.symbol = Some(if offset == 0 {
+            var.clone()
+        } else {
+            format!("{var}+{offset:#x}")
+        });
+        name.variable = Some((var, addr - offset));
+    }
+    name
+}
+
+pub fn name(unwinding: &mut Unwinding, key: &LockKey) -> LockName {
+    match *key {
+        LockKey::Private { pid, addr } => name_private(unwinding, pid, addr),
+        LockKey::Shared { dev, ino, offset } => LockName {
+            address: Some(offset),
+            mapping: Some(match unwinding.path_of(dev, ino) {
+                Some(p) if p.starts_with("/dev/zero") || p.starts_with("/SYSV") => {
+                    "[shared anon]".to_string()
+                }
+                Some(p) => file_name(p),
+                None => "[shared]".to_string(),
+            }),
+            ..Default::default()
+        },
+        LockKey::SysV { .. } => LockName::default(),
+    }
+}
