@@ -1,6 +1,7 @@
 //! `kerntax demo`: the lab. Each scenario is a small C program reproducing one
-//! of the stories kerntax exists for, in a bad and a fixed variant, compiled
-//! by build.rs and embedded here so the demo runs from any installed binary.
+//! of the stories kerntax exists for, in a bad and a fixed variant (and
+//! sometimes steps between), compiled by build.rs and embedded here so the
+//! demo runs from any installed binary.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -22,20 +23,55 @@ pub struct Scenario {
     pub about: &'static str,
     pub program: &'static str,
     binary: &'static [u8],
-    pub bad: &'static [&'static str],
-    pub fixed: &'static [&'static str],
+    /// (label, program arguments): "bad" first, "fixed" last.
+    pub variants: &'static [(&'static str, &'static [&'static str])],
 }
 
-pub const SCENARIOS: &[Scenario] = &[Scenario {
-    name: "ruby-switch",
-    story: "Ruby 1.8: rt_sigprocmask on every green-thread switch",
-    about: "2,000,000 user-level thread switches: bad uses swapcontext (saves the signal mask: one \
-            rt_sigprocmask per switch), fixed uses _setjmp/_longjmp (no system call)",
-    program: "ruby_switch",
-    binary: include_bytes!(concat!(env!("KERNTAX_LAB_DIR"), "/ruby_switch")),
-    bad: &["bad"],
-    fixed: &["fixed"],
-}];
+const BAD_FIXED: &[(&str, &[&str])] = &[("bad", &["bad"]), ("fixed", &["fixed"])];
+
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "ruby-switch",
+        story: "Ruby 1.8: rt_sigprocmask on every green-thread switch",
+        about: "2,000,000 user-level thread switches: bad uses swapcontext (saves the signal mask: one \
+                rt_sigprocmask per switch), fixed uses _setjmp/_longjmp (no system call)",
+        program: "ruby_switch",
+        binary: include_bytes!(concat!(env!("KERNTAX_LAB_DIR"), "/ruby_switch")),
+        variants: BAD_FIXED,
+    },
+    Scenario {
+        name: "icinga-namespace",
+        story: "Icinga 2: one exclusive lock on a read-mostly namespace",
+        about: "8 threads look names up in a namespace: bad takes its exclusive mutex for every read, \
+                rwlock takes a shared read lock, fixed freezes the namespace and reads it with no lock",
+        program: "icinga_namespace",
+        binary: include_bytes!(concat!(env!("KERNTAX_LAB_DIR"), "/icinga_namespace")),
+        variants: &[
+            ("bad", &["bad", "8", "250000"]),
+            ("rwlock", &["rwlock", "8", "250000"]),
+            ("fixed", &["fixed", "8", "250000"]),
+        ],
+    },
+    Scenario {
+        name: "zabbix-config",
+        story: "Zabbix: pollers queued on one global config lock (a SysV semaphore)",
+        about: "8 poller processes: bad takes the global config semaphore for each item, each value and \
+                an unneeded macro lookup; fixed shards the queues by itemid % 4 with a semaphore each \
+                and resolves the macro once",
+        program: "zabbix_config",
+        binary: include_bytes!(concat!(env!("KERNTAX_LAB_DIR"), "/zabbix_config")),
+        variants: BAD_FIXED,
+    },
+    Scenario {
+        name: "rocketmq-lock",
+        story: "RocketMQ: a short critical section under a mutex, handed off by futex",
+        about: "8 threads put messages under one lock: bad is a plain mutex (each contended handoff a \
+                futex wait/wake and a context switch), fixed an adaptive mutex that spins before sleeping",
+        program: "rocketmq_lock",
+        binary: include_bytes!(concat!(env!("KERNTAX_LAB_DIR"), "/rocketmq_lock")),
+        variants: &[("bad", &["mutex"]), ("fixed", &["adaptive"])],
+    },
+];
 
 pub fn find(name: &str) -> Result<&'static Scenario, Exit> {
     SCENARIOS.iter().find(|s| s.name == name).ok_or_else(|| {
@@ -120,7 +156,7 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
         println!("=== {}: {}\n{}\n", s.name, s.story, s.about);
         let exe = extract(dir.path(), s)?;
         let mut reports = vec![];
-        for (variant, args) in [("bad", s.bad), ("fixed", s.fixed)] {
+        for &(variant, args) in s.variants {
             let mut argv: Vec<OsString> = vec![exe.clone().into()];
             argv.extend(args.iter().map(OsString::from));
             let json = json_dir.map(|d| d.join(format!("{}-{variant}.json", s.name)));
@@ -132,11 +168,8 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
             }
             reports.push(outcome.report);
         }
-        println!(
-            "--- {}: bad vs fixed\n{}",
-            s.name,
-            compare(&reports[0], &reports[1])
-        );
+        let (bad, fixed) = (&reports[0], &reports[reports.len() - 1]);
+        println!("--- {}: bad vs fixed\n{}", s.name, compare(bad, fixed));
     }
     Ok(0)
 }

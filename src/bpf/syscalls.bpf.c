@@ -29,6 +29,8 @@ const volatile __u32 kt_cfg_max_period_log2 = KT_MAX_PERIOD_LOG2;
 /* kerntax itself: never adopted, even when it is a child of its target. */
 const volatile __u32 kt_self_tgid = 0;
 
+extern int bpf_probe_read_user_dynptr(struct bpf_dynptr *dptr, __u32 off, __u32 size,
+				      const void *unsafe_ptr) __ksym __weak;
 extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma *it, struct task_struct *task,
 				 __u64 addr) __ksym __weak;
 extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *it) __ksym __weak;
@@ -162,45 +164,107 @@ static __always_inline __u64 copy_stack_prefix(__u8 *dst, __u64 sp, __u64 len)
  * Copy the registers and top of the user stack so user space can unwind with
  * the binaries' own .eh_frame (libc and -O2 code keep no frame pointers).
  */
+static __always_inline void count_ringbuf_full(void)
+{
+	struct kt_kernel_loss *l = loss();
+
+	if (l)
+		l->ringbuf_full++;
+}
+
+static __always_inline void count_stack_read_failed(void)
+{
+	struct kt_kernel_loss *l = loss();
+
+	if (l)
+		l->stack_read_failed++;
+}
+
+/* Bytes of user stack worth copying from sp: no further than its mapping. */
+static __always_inline __u64 stack_span(struct task_struct *task, __u64 sp)
+{
+	struct kt_vma_end vma = {};
+	__u64 len = KT_STACK_BYTES;
+
+	if (bpf_find_vma(task, sp, vma_end_cb, &vma, 0) == 0 && vma.end > sp && vma.end - sp < len)
+		len = vma.end - sp;
+	return len;
+}
+
+/* A record as long as the stack: copies into the ring buffer directly. */
+static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __u32 len)
+{
+	const __u32 off = sizeof(struct kt_stack_sample);
+	struct bpf_dynptr ptr;
+	__u32 first = 4096 - (sp & 4095);
+
+	if (len > KT_STACK_BYTES)
+		len = KT_STACK_BYTES;
+	if (bpf_ringbuf_reserve_dynptr(&kt_events, off + len, 0, &ptr) != 0) {
+		bpf_ringbuf_discard_dynptr(&ptr, 0);
+		count_ringbuf_full();
+		return;
+	}
+	if (bpf_probe_read_user_dynptr(&ptr, off, len, (void *)sp) != 0) {
+		/* As copy_stack_prefix: keep what lies before a missing page. */
+		__u32 got = 0;
+
+		for (int pages = 3; pages >= 0; pages--) {
+			__u32 n = first + 4096 * pages;
+
+			if (n < len && bpf_probe_read_user_dynptr(&ptr, off, n, (void *)sp) == 0) {
+				got = n;
+				break;
+			}
+		}
+		len = got;
+		if (!got)
+			count_stack_read_failed();
+	}
+	s->stack_len = len;
+	bpf_dynptr_write(&ptr, 0, s, off, 0);
+	bpf_ringbuf_submit_dynptr(&ptr, 0);
+}
+
+/*
+ * Copy the registers and top of the user stack so user space can unwind with
+ * the binaries' own .eh_frame (libc and -O2 code keep no frame pointers).
+ */
 static __noinline void sample_stack(struct pt_regs *regs, __u32 nr, __u32 weight,
 				    const struct kt_lock_sample *lock)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct kt_kernel_loss *l = loss();
-	struct kt_stack_event *ev;
-	struct kt_vma_end vma = {};
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 sp = regs->sp, len = KT_STACK_BYTES;
+	__u64 sp = regs->sp, len = stack_span(task, sp);
+	struct kt_stack_sample s = {
+		.hdr = { .kind = KT_EV_STACK, .pid = pid_tgid >> 32, .tid = (__u32)pid_tgid },
+		.nr = nr,
+		.weight = weight,
+		.ip = regs->ip,
+		.sp = sp,
+		.bp = regs->bp,
+	};
+	struct kt_stack_event *ev;
 
-	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
-	if (!ev) {
-		if (l)
-			l->ringbuf_full++;
-		return;
-	}
-	ev->hdr.kind = KT_EV_STACK;
-	ev->hdr.pid = pid_tgid >> 32;
-	ev->hdr.tid = (__u32)pid_tgid;
-	ev->nr = nr;
-	ev->weight = weight;
 	if (lock)
-		ev->lock = *lock;
-	else
-		__builtin_memset(&ev->lock, 0, sizeof(ev->lock));
-	ev->ip = regs->ip;
-	ev->sp = sp;
-	ev->bp = regs->bp;
-	/* Copy no further than the end of the stack's mapping. */
-	if (bpf_find_vma(task, sp, vma_end_cb, &vma, 0) == 0 && vma.end > sp &&
-	    vma.end - sp < len)
-		len = vma.end - sp;
+		s.lock = *lock;
 	if (len > KT_STACK_BYTES)
 		len = KT_STACK_BYTES;
+	if (bpf_probe_read_user_dynptr) {
+		submit_sized(&s, sp, len);
+		return;
+	}
+	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
+	if (!ev) {
+		count_ringbuf_full();
+		return;
+	}
 	if (bpf_probe_read_user(ev->stack, len, (void *)sp) != 0)
 		len = copy_stack_prefix(ev->stack, sp, len);
-	if (!len && l)
-		l->stack_read_failed++;
-	ev->stack_len = len;
+	if (!len)
+		count_stack_read_failed();
+	s.stack_len = len;
+	ev->s = s;
 	bpf_ringbuf_submit(ev, 0);
 }
 

@@ -91,7 +91,7 @@ struct kt_event_header {
 
 /* A sampled syscall: registers and the top of the user stack, taken at the
  * entry, or at the exit for lock operations (with what the lock saw). */
-struct kt_stack_event {
+struct kt_stack_sample {
 	struct kt_event_header hdr;
 	__u32 nr;
 	__u32 weight;      /* calls this sample stands for (its sampling period) */
@@ -101,6 +101,13 @@ struct kt_stack_event {
 	__u64 bp;
 	__u32 stack_len;
 	__u32 _pad;
+};
+
+/* The record: the sample, then stack_len bytes of stack. Where the kernel
+ * can copy user memory into a ring buffer record of any size (Linux 6.13+,
+ * bpf_probe_read_user_dynptr) the record is cut to what was copied. */
+struct kt_stack_event {
+	struct kt_stack_sample s;
 	__u8 stack[KT_STACK_BYTES];
 };
 

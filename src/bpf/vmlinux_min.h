@@ -132,6 +132,10 @@ struct bpf_iter__task {
 
 #pragma clang attribute pop
 
+struct bpf_dynptr {
+	u64 __opaque[2];
+} __attribute__((aligned(8)));
+
 /* Open-coded VMA iterator (kfuncs, Linux 6.7+). */
 struct bpf_iter_task_vma {
 	u64 __opaque[1];

@@ -9,6 +9,7 @@ use crate::model::{LockKey, LockOp, LockSample};
 
 unsafe impl plain::Plain for types::kt_event_header {}
 unsafe impl plain::Plain for types::kt_stack_event {}
+unsafe impl plain::Plain for types::kt_stack_sample {}
 unsafe impl plain::Plain for types::kt_proc_event {}
 unsafe impl plain::Plain for types::kt_exit_maps_event {}
 
@@ -125,8 +126,10 @@ impl Event {
             plain::from_bytes(data.get(..size_of::<types::kt_event_header>())?).ok()?;
         match hdr.kind {
             KT_EV_STACK => {
-                let ev: &types::kt_stack_event = plain::from_bytes(data).ok()?;
-                let len = (ev.stack_len as usize).min(ev.stack.len());
+                // The sample, then as many stack bytes as were copied.
+                let head = size_of::<types::kt_stack_sample>();
+                let ev: &types::kt_stack_sample = plain::from_bytes(data.get(..head)?).ok()?;
+                let stack = data.get(head..head + ev.stack_len as usize)?;
                 Some(Event::Stack(StackSample {
                     pid: ev.hdr.pid,
                     tid: ev.hdr.tid,
@@ -136,7 +139,7 @@ impl Event {
                     ip: ev.ip,
                     sp: ev.sp,
                     bp: ev.bp,
-                    stack: ev.stack[..len].to_vec(),
+                    stack: stack.to_vec(),
                 }))
             }
             KT_EV_FORK | KT_EV_EXEC => {
@@ -211,15 +214,27 @@ mod tests {
     #[test]
     fn decodes_a_stack_sample_and_keeps_only_copied_bytes() {
         let mut ev = Box::<types::kt_stack_event>::default();
-        ev.hdr.kind = KT_EV_STACK;
-        ev.hdr.pid = 10;
-        ev.hdr.tid = 11;
-        ev.nr = 14;
-        ev.weight = 64;
-        ev.sp = 0x7ffd_0000;
-        ev.stack_len = 3;
+        ev.s.hdr.kind = KT_EV_STACK;
+        ev.s.hdr.pid = 10;
+        ev.s.hdr.tid = 11;
+        ev.s.nr = 14;
+        ev.s.weight = 64;
+        ev.s.sp = 0x7ffd_0000;
+        ev.s.stack_len = 3;
         ev.stack[..4].copy_from_slice(&[1, 2, 3, 4]);
         let words = record(&*ev);
+        // A record cut to the bytes copied decodes like a full-size one.
+        let cut = size_of::<types::kt_stack_sample>() + 3;
+        for len in [cut, size_of::<types::kt_stack_event>()] {
+            match Event::decode(view(&words, len)) {
+                Some(Event::Stack(s)) => assert_eq!(s.stack, vec![1, 2, 3]),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(
+            Event::decode(view(&words, cut - 1)).is_none(),
+            "stack_len beyond the record"
+        );
         match Event::decode(view(&words, size_of::<types::kt_stack_event>())) {
             Some(Event::Stack(s)) => {
                 assert_eq!(
@@ -304,8 +319,11 @@ mod tests {
         ev.hdr.kind = KT_EV_STACK; // claims to be a stack sample but is too short
         let words = record(&ev);
         let len = size_of::<types::kt_proc_event>();
-        assert!(Event::decode(view(&words, len)).is_none());
+        assert!(Event::decode(view(&words, size_of::<types::kt_stack_sample>() - 1)).is_none());
         assert!(Event::decode(view(&words, 3)).is_none());
+        ev.hdr.kind = KT_EV_EXIT_MAPS; // shorter than a mappings record
+        let words = record(&ev);
+        assert!(Event::decode(view(&words, len)).is_none());
         ev.hdr.kind = 99;
         let words = record(&ev);
         assert!(Event::decode(view(&words, len)).is_none());

@@ -24,8 +24,14 @@ fn title(l: &LockReport) -> String {
     }
 }
 
+/// A second stack is shown only with at least this share of the waits.
+const MIN_STACK_SHARE: f64 = 0.10;
+
 fn stacks(l: &LockReport, out: &mut String) {
-    for s in l.waiter_stacks.iter().take(STACKS_PER_SIDE) {
+    for (i, s) in l.waiter_stacks.iter().take(STACKS_PER_SIDE).enumerate() {
+        if i > 0 && (s.count as f64) < l.waits as f64 * MIN_STACK_SHARE {
+            break;
+        }
         let label = format!("waiters {}", share(s.count, l.waits, s.estimated));
         stack(out, &label, &s.frames);
     }
