@@ -67,3 +67,147 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
     assert_eq!(syscall(&fixed, "rt_sigprocmask").calls, 3);
     assert!(bad.summary.syscalls > 100 * fixed.summary.syscalls);
 }
+
+/// Runs one demo scenario and returns its reports by variant label.
+fn demo(scenario: &str) -> std::collections::HashMap<String, Report> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kerntax()
+        .args(["demo", scenario, "--json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy();
+            (
+                name.trim_start_matches(&format!("{scenario}-")).to_string(),
+                load(p),
+            )
+        })
+        .collect()
+}
+
+fn futex_calls(r: &Report) -> u64 {
+    r.syscalls
+        .iter()
+        .find(|s| s.name == "futex")
+        .map_or(0, |s| s.calls)
+}
+
+#[test]
+fn icinga_bad_ranks_the_namespace_mutex_first_and_frozen_reads_take_no_lock() {
+    if !bpf_available() {
+        return;
+    }
+    let runs = demo("icinga-namespace");
+    let bad = &runs["bad"];
+    let top = &bad.locks[0];
+    assert_eq!(
+        (top.symbol.as_deref(), top.kind),
+        (Some("g_namespace_lock"), kerntax::report::LockKind::Mutex)
+    );
+    assert!(top.waits > 1000 && top.wakes > 1000, "{top:?}");
+    assert!(
+        has_frame(&top.waiter_stacks[0].frames, "ns_get"),
+        "{:?}",
+        top.waiter_stacks[0].frames
+    );
+    let rw = &runs["rwlock"];
+    assert!(
+        rw.locks
+            .iter()
+            .all(|l| l.symbol.as_deref() != Some("g_namespace_lock"))
+    );
+    let fixed = &runs["fixed"];
+    assert!(fixed.locks.iter().all(|l| {
+        !l.symbol
+            .as_deref()
+            .is_some_and(|s| s.starts_with("g_namespace"))
+    }));
+    assert!(
+        futex_calls(bad) > 10 * futex_calls(fixed),
+        "{} vs {}",
+        futex_calls(bad),
+        futex_calls(fixed)
+    );
+}
+
+#[test]
+fn zabbix_bad_queues_pollers_on_the_global_config_semaphore() {
+    if !bpf_available() {
+        return;
+    }
+    let runs = demo("zabbix-config");
+    let bad = &runs["bad"];
+    let top = &bad.locks[0];
+    assert_eq!(
+        (top.kind, top.semnum),
+        (kerntax::report::LockKind::SysvSem, Some(0))
+    );
+    assert_eq!(top.pids.len(), 8, "8 poller processes share it");
+    // The macro nobody needed is among the waits on it.
+    assert!(
+        top.waiter_stacks
+            .iter()
+            .any(|s| has_frame(&s.frames, "DCget_user_macro")),
+        "{:?}",
+        top.waiter_stacks
+    );
+    let fixed = &runs["fixed"];
+    let global_waits: u64 = fixed
+        .locks
+        .iter()
+        .filter(|l| l.semnum == Some(0))
+        .map(|l| l.waits)
+        .sum();
+    assert!(
+        global_waits <= 16,
+        "the fixed pollers take the global lock once each for the macro: {global_waits}"
+    );
+    assert!(
+        fixed
+            .locks
+            .iter()
+            .any(|l| l.kind == kerntax::report::LockKind::SysvSem
+                && l.semnum.is_some_and(|n| (1..=4).contains(&n)))
+    );
+}
+
+#[test]
+fn rocketmq_mutex_hands_off_by_futex_and_the_adaptive_lock_far_less() {
+    if !bpf_available() {
+        return;
+    }
+    let runs = demo("rocketmq-lock");
+    let bad = &runs["bad"];
+    let top = &bad.locks[0];
+    assert_eq!(
+        (top.symbol.as_deref(), top.kind),
+        (Some("g_putmessage_lock"), kerntax::report::LockKind::Mutex)
+    );
+    assert!(top.wakes > 1000 && top.cpu_ns > 0);
+    // put_message ends in a tail call to pthread_mutex_unlock: its caller shows.
+    assert!(
+        has_frame(&top.waker_stacks[0].frames, "producer"),
+        "{:?}",
+        top.waker_stacks[0].frames
+    );
+    assert!(
+        has_frame(&top.waiter_stacks[0].frames, "put_message"),
+        "{:?}",
+        top.waiter_stacks[0].frames
+    );
+    assert!(
+        futex_calls(bad) > 3 * futex_calls(&runs["fixed"]),
+        "{} vs {}",
+        futex_calls(bad),
+        futex_calls(&runs["fixed"])
+    );
+}
