@@ -107,7 +107,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, 4 << 20); /* records are as long as the stack copied */
 } kt_events SEC(".maps");
 
 static __always_inline struct kt_kernel_loss *loss(void)
