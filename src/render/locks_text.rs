@@ -50,21 +50,21 @@ pub(crate) fn locks(r: &Report, out: &mut String) {
     if !contended.is_empty() {
         let _ = writeln!(
             out,
-            "\n{:<40} {:>9} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>7}",
-            "LOCKS", "WAITS", "BLOCKED", "FUTILE", "WAITED", "MAX", "ON-CPU", "WAKES", "THREADS"
+            "\n{:<40} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            "LOCKS", "WAITS", "BLOCKED", "WAITED", "MAX", "WAKES", "FUTILE", "ON-CPU", "THREADS"
         );
         for (i, l) in contended.iter().take(LOCKS_SHOWN).enumerate() {
             let _ = writeln!(
                 out,
-                "{:<40} {:>9} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>7}",
+                "{:<40} {:>9} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7}",
                 title(l),
                 count(l.waits),
                 count(l.blocked),
-                count(l.futile),
                 duration(l.wait_ns),
                 duration(l.max_wait_ns),
-                duration(l.cpu_ns),
                 rate(l.wakes_per_s),
+                rate(l.futile_per_s),
+                duration(l.cpu_ns),
                 l.threads
             );
             if i < LOCKS_WITH_STACKS {
