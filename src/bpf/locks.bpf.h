@@ -194,10 +194,7 @@ static __always_inline struct kt_lock_stats *lock_stats(struct kt_lock_key *k)
 	bpf_map_update_elem(&kt_locks, k, &zero, BPF_NOEXIST);
 	s = bpf_map_lookup_elem(&kt_locks, k);
 	if (!s) {
-		struct kt_kernel_loss *l = loss();
-
-		if (l)
-			l->lock_map_full++;
+		count_loss(lock_map_full);
 	}
 	return s;
 }
@@ -211,10 +208,7 @@ static __always_inline void count_waiter(struct kt_lock_key *k)
 		__sync_fetch_and_add(n, 1);
 	} else if (bpf_map_update_elem(&kt_lock_threads, &tk, &one, BPF_NOEXIST) != 0 &&
 		   !bpf_map_lookup_elem(&kt_lock_threads, &tk)) {
-		struct kt_kernel_loss *l = loss();
-
-		if (l)
-			l->lock_thread_map_full++;
+		count_loss(lock_thread_map_full);
 	}
 }
 

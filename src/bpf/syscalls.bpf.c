@@ -116,6 +116,14 @@ static __always_inline struct kt_kernel_loss *loss(void)
 	return bpf_map_lookup_elem(&kt_loss, &zero);
 }
 
+/* Counts one of something dropped (a kt_kernel_loss field). */
+#define count_loss(field)                                  \
+	do {                                               \
+		struct kt_kernel_loss *__l = loss();       \
+		if (__l)                                   \
+			__l->field++;                      \
+	} while (0)
+
 static __always_inline __u32 log2_u64(__u64 v)
 {
 	__u32 r = 0, s;
@@ -160,26 +168,6 @@ static __always_inline __u64 copy_stack_prefix(__u8 *dst, __u64 sp, __u64 len)
 	return 0;
 }
 
-/*
- * Copy the registers and top of the user stack so user space can unwind with
- * the binaries' own .eh_frame (libc and -O2 code keep no frame pointers).
- */
-static __always_inline void count_ringbuf_full(void)
-{
-	struct kt_kernel_loss *l = loss();
-
-	if (l)
-		l->ringbuf_full++;
-}
-
-static __always_inline void count_stack_read_failed(void)
-{
-	struct kt_kernel_loss *l = loss();
-
-	if (l)
-		l->stack_read_failed++;
-}
-
 /* Bytes of user stack worth copying from sp: no further than its mapping. */
 static __always_inline __u64 stack_span(struct task_struct *task, __u64 sp)
 {
@@ -202,7 +190,7 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
 		len = KT_STACK_BYTES;
 	if (bpf_ringbuf_reserve_dynptr(&kt_events, off + len, 0, &ptr) != 0) {
 		bpf_ringbuf_discard_dynptr(&ptr, 0);
-		count_ringbuf_full();
+		count_loss(ringbuf_full);
 		return;
 	}
 	if (bpf_probe_read_user_dynptr(&ptr, off, len, (void *)sp) != 0) {
@@ -219,7 +207,7 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
 		}
 		len = got;
 		if (!got)
-			count_stack_read_failed();
+			count_loss(stack_read_failed);
 	}
 	s->stack_len = len;
 	bpf_dynptr_write(&ptr, 0, s, off, 0);
@@ -256,13 +244,13 @@ static __noinline void sample_stack(struct pt_regs *regs, __u32 nr, __u32 weight
 	}
 	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
 	if (!ev) {
-		count_ringbuf_full();
+		count_loss(ringbuf_full);
 		return;
 	}
 	if (bpf_probe_read_user(ev->stack, len, (void *)sp) != 0)
 		len = copy_stack_prefix(ev->stack, sp, len);
 	if (!len)
-		count_stack_read_failed();
+		count_loss(stack_read_failed);
 	s.stack_len = len;
 	ev->s = s;
 	bpf_ringbuf_submit(ev, 0);
@@ -312,10 +300,7 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	st = bpf_map_lookup_elem(&kt_syscalls, &nr);
 	if (!st) {
-		struct kt_kernel_loss *l = loss();
-
-		if (l)
-			l->syscall_nr_out_of_range++;
+		count_loss(syscall_nr_out_of_range);
 		t->enter_ns = 0;
 		return 0;
 	}
@@ -378,10 +363,7 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 			__sync_fetch_and_add(count, 1);
 		} else if (bpf_map_update_elem(&kt_errnos, &key, &one, BPF_NOEXIST) != 0) {
 			/* A racing insert on this CPU is impossible; so this is a full map. */
-			struct kt_kernel_loss *l = loss();
-
-			if (l)
-				l->errno_map_full++;
+			count_loss(errno_map_full);
 		}
 	}
 	if (t->lock_op != KT_LOCK_OP_NONE) {
@@ -431,10 +413,7 @@ static __always_inline struct kt_proc_event *proc_event(__u32 kind, struct task_
 	struct kt_proc_event *ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
 
 	if (!ev) {
-		struct kt_kernel_loss *l = loss();
-
-		if (l)
-			l->ringbuf_full++;
+		count_loss(ringbuf_full);
 		return 0;
 	}
 	ev->hdr.kind = kind;
@@ -459,10 +438,7 @@ int BPF_PROG(kt_fork, struct task_struct *parent, struct task_struct *child)
 		if (bpf_map_update_elem(&kt_adopt, &tid, &one, BPF_ANY) == 0) {
 			__sync_fetch_and_add(&kt_adopt_pending, 1);
 		} else {
-			struct kt_kernel_loss *l = loss();
-
-			if (l)
-				l->task_storage_failed++;
+			count_loss(task_storage_failed);
 		}
 	}
 	if (ctgid != ptgid) {
@@ -521,10 +497,7 @@ static __always_inline void emit_exit_maps(struct task_struct *p)
 		return;
 	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
 	if (!ev) {
-		struct kt_kernel_loss *l = loss();
-
-		if (l)
-			l->ringbuf_full++;
+		count_loss(ringbuf_full);
 		return;
 	}
 	ev->hdr.kind = KT_EV_EXIT_MAPS;
@@ -592,10 +565,7 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 	key.tid = r.tid;
 	key.start_ns = r.start_ns;
 	if (bpf_map_update_elem(&kt_exited, &key, &r, BPF_ANY) != 0) {
-		struct kt_kernel_loss *l = loss();
-
-		if (l)
-			l->thread_map_full++;
+		count_loss(thread_map_full);
 	}
 	return 0;
 }
@@ -629,10 +599,7 @@ int kt_snapshot(struct bpf_iter__task *ctx)
 		bpf_map_update_elem(&kt_tgids, &tgid, &one, BPF_ANY);
 	}
 	if (!bpf_task_storage_get(&kt_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
-		struct kt_kernel_loss *l = loss();
-
-		if (l)
-			l->task_storage_failed++;
+		count_loss(task_storage_failed);
 	}
 record:
 	fill_record(&r, task);
