@@ -15,6 +15,8 @@ pub mod names;
 pub mod preflight;
 pub mod render;
 pub mod report;
+pub mod sched;
 pub mod session;
 pub mod stacks;
+pub mod tally;
 pub mod target;

@@ -79,6 +79,7 @@ pub struct KernelLoss {
     pub syscall_nr_out_of_range: u64,
     pub lock_map_full: u64,
     pub lock_thread_map_full: u64,
+    pub sched_map_full: u64,
 }
 
 /// What a futex word or SysV semaphore is, as the kernel tells them apart.
@@ -116,6 +117,46 @@ pub struct LockSample {
     /// The thread was switched out during the call.
     pub blocked: bool,
     /// Time inside the call.
+    pub wait_ns: u64,
+}
+
+/// Why a thread was off CPU, as the kernel saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OffReason {
+    /// Asleep inside syscall `nr` (and inside a wait on `lock`, if one).
+    Syscall { nr: u32, lock: Option<LockKey> },
+    /// Asleep outside any syscall (page-fault I/O and the like).
+    Other,
+    /// Runnable but not running: preempted, or woken and queued.
+    RunQueue,
+}
+
+/// Off-CPU time of one thread for one reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffCpuCounters {
+    pub pid: u32,
+    pub tid: u32,
+    pub reason: OffReason,
+    pub ns: u64,
+    pub count: u64,
+}
+
+/// Sleeps of `woken` ended by `waker`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WakeupCounters {
+    pub waker_pid: u32,
+    pub waker_tid: u32,
+    pub waker_comm: String,
+    /// The waker is part of the profiled target.
+    pub waker_tracked: bool,
+    /// A kernel thread or the idle task (timers, interrupts).
+    pub waker_kernel: bool,
+    /// The syscall the waker was in, if it was tracked and in one.
+    pub waker_nr: Option<u32>,
+    pub woken_pid: u32,
+    pub woken_tid: u32,
+    pub count: u64,
+    /// Sleep time these wake-ups ended.
     pub wait_ns: u64,
 }
 
@@ -169,6 +210,8 @@ pub struct KernelCounters {
     pub locks: Vec<(LockKey, LockCounters)>,
     /// (lock, waiting thread, its wait calls).
     pub lock_waiters: Vec<(LockKey, u32, u64)>,
+    pub offcpu: Vec<OffCpuCounters>,
+    pub wakeups: Vec<WakeupCounters>,
     pub loss: KernelLoss,
 }
 

@@ -6,7 +6,7 @@
 //! arrive (their process may exit any moment), and every exit path drops the
 //! BPF links, so nothing stays attached whatever happens.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::mem::MaybeUninit;
@@ -16,15 +16,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::aggregate::thread_usage;
+use crate::aggregate::{ThreadUsage, thread_usage};
 use crate::collect::{Collector, Event};
 use crate::locks::{self, LockSite, name::LockName};
-use crate::model::{KernelCounters, KernelLoss, LockKey, ThreadCounters, UnwoundStack};
+use crate::model::{KernelCounters, KernelLoss, LockKey, OffReason, ThreadCounters, UnwoundStack};
 use crate::preflight;
 use crate::report::build::{Inputs, SampledSite, build};
-use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
+use crate::report::{
+    Blocker, EndReason, LockReport, Loss, Mode, OffCpuThread, Profiler, Report, Sampling,
+    WakeupReport,
+};
+use crate::sched::{self, OffCpuSite, WakeSite};
 use crate::stacks::symbolize::Symbols;
-use crate::stacks::unwind::{Unwinding, Unwound};
+use crate::stacks::unwind::Unwinding;
+use crate::tally::SampleTally;
 use crate::target::{ExitStatus, Target};
 
 pub enum What {
@@ -98,40 +103,6 @@ fn wait_readable(fds: &[i32], timeout: Option<Duration>) {
     let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
     // SAFETY: valid array of pollfd of the given length.
     unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-}
-
-/// A lock's sampled operations from one stack: weight, weight x time
-/// inside, samples, processes.
-type LockTally = (u64, u128, u64, BTreeSet<u32>);
-
-/// Stacks and their summed weights, per syscall and per (lock, a wait?),
-/// as samples arrive.
-#[derive(Default)]
-struct SampleTally {
-    sites: HashMap<(u32, UnwoundStack), (u64, u64)>,
-    locks: HashMap<(LockKey, bool, UnwoundStack), LockTally>,
-    count: u64,
-}
-
-impl SampleTally {
-    fn add(&mut self, unwound: Vec<Unwound>) {
-        for u in unwound {
-            if let Some(lock) = u.lock {
-                let e = self
-                    .locks
-                    .entry((lock.key, lock.op.is_wait(), u.stack.clone()))
-                    .or_default();
-                e.0 += u.weight;
-                e.1 += u.weight as u128 * lock.wait_ns as u128;
-                e.2 += 1;
-                e.3.insert(u.pid);
-            }
-            let e = self.sites.entry((u.nr, u.stack)).or_default();
-            e.0 += u.weight;
-            e.1 += 1;
-            self.count += 1;
-        }
-    }
 }
 
 fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally) {
@@ -293,7 +264,7 @@ fn loss(
     kernel: &KernelLoss,
     undecodable: u64,
     unwinding: &Unwinding,
-    symbols: &Symbols,
+    unresolved_frames: u64,
     threads_unaccounted: u64,
 ) -> Loss {
     Loss {
@@ -306,11 +277,104 @@ fn loss(
         events_undecodable: undecodable,
         maps_unavailable: unwinding.stats.maps_unavailable,
         stacks_truncated: unwinding.stats.truncated,
-        frames_unsymbolized: symbols.unresolved,
+        frames_unsymbolized: unresolved_frames,
         modules_unreadable: unwinding.modules.failed,
         threads_unaccounted,
         lock_map_full: kernel.lock_map_full,
         lock_thread_map_full: kernel.lock_thread_map_full,
+        sched_map_full: kernel.sched_map_full,
+    }
+}
+
+/// What the analyses made of the counters and samples, symbolized.
+struct Analyses {
+    sites: Vec<SampledSite>,
+    locks: Vec<LockReport>,
+    offcpu: Vec<OffCpuThread>,
+    wakeups: Vec<WakeupReport>,
+    blockers: Vec<Blocker>,
+    unresolved_frames: u64,
+}
+
+fn analyse(
+    kernel: &KernelCounters,
+    tally: &SampleTally,
+    unwinding: &mut Unwinding,
+    threads: &[ThreadUsage],
+    duration_ns: u64,
+) -> Analyses {
+    let symbols = Symbols::resolve(&unwinding.modules, tally.stacks().flat_map(|s| &s.frames));
+    let frames = |s: &UnwoundStack| symbols.stack(&s.frames);
+    let lock_sites: Vec<LockSite> = tally
+        .locks
+        .iter()
+        .map(|((key, wait, stack), t)| LockSite {
+            key: *key,
+            wait: *wait,
+            frames: frames(stack),
+            weight: t.weight,
+            weighted_ns: t.weighted_ns,
+            samples: t.samples,
+            pids: t.pids.clone(),
+        })
+        .collect();
+    let lock_names: HashMap<LockKey, LockName> = kernel
+        .locks
+        .iter()
+        .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
+        .collect();
+    let (locks, kinds) = locks::build(
+        &kernel.locks,
+        &kernel.lock_waiters,
+        &lock_sites,
+        &lock_names,
+        duration_ns,
+    );
+    let comms: HashMap<u32, String> = threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
+    let off_sites: Vec<OffCpuSite> = tally
+        .offcpu
+        .iter()
+        .map(|(((_, tid, nr, lock), stack), &(ns, samples))| OffCpuSite {
+            tid: *tid,
+            reason: OffReason::Syscall {
+                nr: *nr,
+                lock: *lock,
+            },
+            frames: frames(stack),
+            ns,
+            samples,
+        })
+        .collect();
+    let wake_sites: Vec<WakeSite> = tally
+        .wakes
+        .iter()
+        .map(
+            |((waker_tid, woken_tid, stack), &(weight, samples))| WakeSite {
+                waker_tid: *waker_tid,
+                woken_tid: *woken_tid,
+                frames: frames(stack),
+                weight,
+                samples,
+            },
+        )
+        .collect();
+    let wakeups = sched::wakeups(&kernel.wakeups, &wake_sites, &comms);
+    Analyses {
+        sites: tally
+            .sites
+            .iter()
+            .map(|((nr, stack), &(weight, samples))| SampledSite {
+                nr: *nr,
+                frames: frames(stack),
+                weight,
+                samples,
+            })
+            .collect(),
+        locks,
+        offcpu: sched::offcpu(&kernel.offcpu, &off_sites, &kinds, &comms),
+        blockers: sched::blockers(&wakeups),
+        wakeups,
+        unresolved_frames: symbols.unresolved,
     }
 }
 
@@ -376,59 +440,18 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
 
     let exit = exit_status(&target, &mut signals, &window, &kernel);
     let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
-    let symbols = Symbols::resolve(
-        &unwinding.modules,
-        window
-            .tally
-            .sites
-            .keys()
-            .flat_map(|(_, s)| &s.frames)
-            .chain(window.tally.locks.keys().flat_map(|(_, _, s)| &s.frames)),
-    );
-    let lock_sites: Vec<LockSite> = window
-        .tally
-        .locks
-        .iter()
-        .map(
-            |((key, wait, stack), (weight, weighted_ns, samples, pids))| LockSite {
-                key: *key,
-                wait: *wait,
-                frames: symbols.stack(&stack.frames),
-                weight: *weight,
-                weighted_ns: *weighted_ns,
-                samples: *samples,
-                pids: pids.clone(),
-            },
-        )
-        .collect();
-    let lock_names: HashMap<LockKey, LockName> = kernel
-        .locks
-        .iter()
-        .map(|(key, _)| (*key, locks::name::name(&mut unwinding, key)))
-        .collect();
-    let lock_reports = locks::build(
-        &kernel.locks,
-        &kernel.lock_waiters,
-        &lock_sites,
-        &lock_names,
+    let analyses = analyse(
+        &kernel,
+        &window.tally,
+        &mut unwinding,
+        &threads,
         window.duration_ns,
     );
-    let sites = window
-        .tally
-        .sites
-        .iter()
-        .map(|((nr, stack), &(weight, samples))| SampledSite {
-            nr: *nr,
-            frames: symbols.stack(&stack.frames),
-            weight,
-            samples,
-        })
-        .collect();
     let loss = loss(
         &kernel.loss,
         undecodable,
         &unwinding,
-        &symbols,
+        analyses.unresolved_frames,
         threads_unaccounted,
     );
     phases.mark("symbolizing");
@@ -441,8 +464,11 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         duration_ns: window.duration_ns,
         kernel,
         threads,
-        sites,
-        locks: lock_reports,
+        sites: analyses.sites,
+        locks: analyses.locks,
+        offcpu: analyses.offcpu,
+        wakeups: analyses.wakeups,
+        blockers: analyses.blockers,
         sampling: Sampling {
             stack_samples: window.tally.count,
             policy: sampling_policy,

@@ -178,7 +178,6 @@ static __noinline __u32 lock_enter(struct pt_regs *regs, struct kt_task *t, __u3
 		}
 	}
 	t->lock_op = op;
-	t->lock_off_cpu_ns = t->off_cpu_ns;
 	t->lock_switches = task->nvcsw;
 	return op;
 }
@@ -212,8 +211,9 @@ static __always_inline void count_waiter(struct kt_lock_key *k)
 	}
 }
 
-/* At the exit: count the operation on its lock and sample its stack. */
-static __noinline void lock_exit(struct pt_regs *regs, struct kt_task *t, long ret, __u64 d_ns)
+/* At the exit: count the operation on its lock, and decide whether `smp`
+ * samples it. */
+static __noinline void lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct kt_lock_sample ls = { .lock = t->lock, .op = t->lock_op, .wait_ns = d_ns };
@@ -226,7 +226,7 @@ static __noinline void lock_exit(struct pt_regs *regs, struct kt_task *t, long r
 		return;
 	/* Time on CPU inside the call: the wall time minus the time switched
 	 * out (kept by kt_switch, on the same clock). */
-	cpu_ns = (__s64)d_ns - (__s64)(t->off_cpu_ns - t->lock_off_cpu_ns);
+	cpu_ns = (__s64)d_ns - (__s64)(t->off_cpu_ns - t->enter_off_cpu_ns);
 	if (cpu_ns > 0)
 		__sync_fetch_and_add(&s->cpu_ns, cpu_ns);
 	ls.blocked = task->nvcsw != t->lock_switches;
@@ -267,12 +267,12 @@ static __noinline void lock_exit(struct pt_regs *regs, struct kt_task *t, long r
 		s->sample_countdown--;
 		return;
 	}
-	__u32 weight = s->sample_gap + 1;
-
+	smp->flags |= KT_SAMPLE_LOCK;
+	smp->weight = s->sample_gap + 1;
+	smp->lock = ls;
 	s->sample_gap = next_gap(seen);
 	s->sample_countdown = s->sample_gap;
 	s->samples++;
-	sample_stack(regs, t->nr, weight, &ls);
 }
 
 #endif

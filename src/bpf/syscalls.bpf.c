@@ -106,6 +106,13 @@ struct {
 } kt_loss SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kt_sampler);
+} kt_samplers SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20); /* records are as long as the stack copied */
 } kt_events SEC(".maps");
@@ -217,29 +224,25 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
 /*
  * Copy the registers and top of the user stack so user space can unwind with
  * the binaries' own .eh_frame (libc and -O2 code keep no frame pointers).
+ * `s` says what the sample stands for; this fills in the rest.
  */
-static __noinline void sample_stack(struct pt_regs *regs, __u32 nr, __u32 weight,
-				    const struct kt_lock_sample *lock)
+static __noinline void sample_stack(struct pt_regs *regs, struct kt_stack_sample *s)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 sp = regs->sp, len = stack_span(task, sp);
-	struct kt_stack_sample s = {
-		.hdr = { .kind = KT_EV_STACK, .pid = pid_tgid >> 32, .tid = (__u32)pid_tgid },
-		.nr = nr,
-		.weight = weight,
-		.ip = regs->ip,
-		.sp = sp,
-		.bp = regs->bp,
-	};
 	struct kt_stack_event *ev;
 
-	if (lock)
-		s.lock = *lock;
+	s->hdr.kind = KT_EV_STACK;
+	s->hdr.pid = pid_tgid >> 32;
+	s->hdr.tid = (__u32)pid_tgid;
+	s->ip = regs->ip;
+	s->sp = sp;
+	s->bp = regs->bp;
 	if (len > KT_STACK_BYTES)
 		len = KT_STACK_BYTES;
 	if (bpf_probe_read_user_dynptr) {
-		submit_sized(&s, sp, len);
+		submit_sized(s, sp, len);
 		return;
 	}
 	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
@@ -251,9 +254,16 @@ static __noinline void sample_stack(struct pt_regs *regs, __u32 nr, __u32 weight
 		len = copy_stack_prefix(ev->stack, sp, len);
 	if (!len)
 		count_loss(stack_read_failed);
-	s.stack_len = len;
-	ev->s = s;
+	s->stack_len = len;
+	ev->s = *s;
 	bpf_ringbuf_submit(ev, 0);
+}
+
+static __always_inline struct kt_sampler *sampler(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&kt_samplers, &zero);
 }
 
 /* The gap before the next sample, once `seen` calls have been seen. */
@@ -272,6 +282,7 @@ static __always_inline __u32 next_gap(__u64 seen)
 }
 
 #include "locks.bpf.h"
+#include "sched.bpf.h"
 
 /* Gives the current thread the storage its fork could not. */
 static __noinline struct kt_task *adopt_late(void)
@@ -292,7 +303,7 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 {
 	struct kt_task *t;
 	struct kt_syscall_stats *st;
-	__u32 nr = id, weight;
+	__u32 nr = id;
 	__u64 seen;
 
 	t = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0, 0);
@@ -316,15 +327,45 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 	} else if (st->sample_countdown) {
 		st->sample_countdown--;
 	} else {
-		weight = st->sample_gap + 1;
+		struct kt_stack_sample smp = { .nr = nr, .weight = st->sample_gap + 1, .flags = KT_SAMPLE_CALL };
+
 		st->sample_gap = next_gap(seen + 1);
 		st->sample_countdown = st->sample_gap;
 		st->samples++;
-		sample_stack(regs, nr, weight, 0);
+		sample_stack(regs, &smp);
 	}
+	t->enter_off_cpu_ns = t->off_cpu_ns;
 	/* Taken last so the sampling above is not billed to the syscall. */
 	t->enter_ns = bpf_ktime_get_ns();
 	return 0;
+}
+
+/*
+ * At a syscall's exit: the lock operation it was, if any, and a sample of
+ * the sleep inside it (time-weighted: every sleep until a CPU has seen
+ * KT_OFF_SAMPLE_ALL, then one whenever KT_OFF_SAMPLE_NS went unsampled).
+ * One stack copy serves both.
+ */
+static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long ret, __u64 d_ns)
+{
+	struct kt_stack_sample smp = { .nr = t->nr };
+	__u64 slept = t->off_cpu_ns - t->enter_off_cpu_ns;
+	struct kt_sampler *sm;
+
+	if (t->lock_op != KT_LOCK_OP_NONE) {
+		lock_exit(t, ret, d_ns, &smp);
+		t->lock_op = KT_LOCK_OP_NONE;
+	}
+	if (slept && (sm = sampler())) {
+		sm->off_pending_ns += slept;
+		if (sm->off_seen++ < KT_OFF_SAMPLE_ALL || sm->off_pending_ns >= KT_OFF_SAMPLE_NS) {
+			smp.flags |= KT_SAMPLE_OFFCPU;
+			smp.off_ns = sm->off_pending_ns;
+			sm->off_pending_ns = 0;
+		}
+	}
+	if (smp.flags)
+		sample_stack(regs, &smp);
 }
 
 SEC("tp_btf/sys_exit")
@@ -366,37 +407,7 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 			count_loss(errno_map_full);
 		}
 	}
-	if (t->lock_op != KT_LOCK_OP_NONE) {
-		lock_exit(regs, t, ret, delta_ns);
-		t->lock_op = KT_LOCK_OP_NONE;
-	}
-	return 0;
-}
-
-/*
- * Time tracked threads spend switched out, on the clock the syscall
- * programs use, so the time on CPU inside a syscall is its wall time minus
- * what this adds meanwhile. (The scheduler's own exec_start runs on each
- * CPU's task clock, which drifts from others by steal time: useless across
- * a migration.)
- */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	struct kt_task *t = bpf_task_storage_get(&kt_tasks, prev, 0, 0);
-	__u64 now = 0;
-
-	if (t) {
-		now = bpf_ktime_get_ns();
-		t->off_since_ns = now;
-	}
-	t = bpf_task_storage_get(&kt_tasks, next, 0, 0);
-	if (t && t->off_since_ns) {
-		if (!now)
-			now = bpf_ktime_get_ns();
-		t->off_cpu_ns += now - t->off_since_ns;
-		t->off_since_ns = 0;
-	}
+	sample_exit(regs, t, ret, delta_ns);
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #define KT_SYSCALLS_H
 
 #include "locks.h"
+#include "sched.h"
 
 /* Syscall numbers above this are counted as loss (x86_64 has ~470). */
 #define KT_MAX_SYSCALLS 512
@@ -52,10 +53,14 @@ struct kt_task {
 	__u32 nr;
 	__u32 lock_op;     /* enum kt_lock_op of the syscall in flight */
 	struct kt_lock_key lock;
-	__u64 lock_off_cpu_ns;   /* off_cpu_ns at entry */
+	__u64 enter_off_cpu_ns;  /* off_cpu_ns at the syscall's entry */
 	__u64 lock_switches;     /* nvcsw at entry: a change means it slept */
 	__u64 off_since_ns;      /* when it was switched out; 0 while on CPU */
 	__u64 off_cpu_ns;        /* time switched out, since tracked */
+	__u32 off_reason;        /* enum kt_off_reason of the current interval */
+	__u32 _pad2;
+	__u64 woken_ns;          /* when the current sleep was ended by a wake-up */
+	struct kt_wakeup_key waker;
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */
@@ -68,6 +73,7 @@ struct kt_kernel_loss {
 	__u64 syscall_nr_out_of_range;
 	__u64 lock_map_full;         /* a lock operation on a lock with no room */
 	__u64 lock_thread_map_full;  /* a waiter not counted as distinct */
+	__u64 sched_map_full;        /* off-CPU or wake-up time with no room */
 };
 
 enum kt_event_kind {
@@ -89,19 +95,43 @@ struct kt_event_header {
 	__u32 _pad;
 };
 
-/* A sampled syscall: registers and the top of the user stack, taken at the
- * entry, or at the exit for lock operations (with what the lock saw). */
+#define KT_SAMPLE_CALL 1    /* stands for `weight` calls of syscall nr */
+#define KT_SAMPLE_LOCK 2    /* stands for `weight` operations on `lock` */
+#define KT_SAMPLE_OFFCPU 4  /* stands for `off_ns` of sleep inside syscall nr */
+#define KT_SAMPLE_WAKE 8    /* stands for `weight` wake-ups of woken_tid */
+
+/* A sampled user stack and what it stands for (KT_SAMPLE_* roles): taken at
+ * a syscall's entry (calls), its exit (lock operations, sleep), or a wake. */
 struct kt_stack_sample {
 	struct kt_event_header hdr;
 	__u32 nr;
-	__u32 weight;      /* calls this sample stands for (its sampling period) */
+	__u32 weight;
+	__u32 flags;
+	__u32 woken_pid;
+	__u32 woken_tid;
+	__u32 _pad;
+	__u64 off_ns;
 	struct kt_lock_sample lock;
 	__u64 ip;
 	__u64 sp;
 	__u64 bp;
 	__u32 stack_len;
-	__u32 _pad;
+	__u32 _pad2;
 };
+
+/* Per-CPU state of the samplers that are not per syscall or per lock. */
+struct kt_sampler {
+	__u64 off_pending_ns;  /* sleep not yet stood for by a sample */
+	__u64 off_seen;
+	__u64 wakes_seen;
+	__u32 wake_countdown;
+	__u32 wake_gap;
+};
+
+/* Off-CPU samples: every sleep until a CPU has seen this many, then one
+ * whenever this much sleep has gone unsampled. */
+#define KT_OFF_SAMPLE_ALL 128
+#define KT_OFF_SAMPLE_NS 4000000ULL
 
 /* The record: the sample, then stack_len bytes of stack. Where the kernel
  * can copy user memory into a ring buffer record of any size (Linux 6.13+,

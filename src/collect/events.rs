@@ -18,6 +18,11 @@ const KT_EV_FORK: u32 = 2;
 const KT_EV_EXEC: u32 = 3;
 const KT_EV_EXIT_MAPS: u32 = 4;
 
+const KT_SAMPLE_CALL: u32 = 1;
+const KT_SAMPLE_LOCK: u32 = 2;
+const KT_SAMPLE_OFFCPU: u32 = 4;
+const KT_SAMPLE_WAKE: u32 = 8;
+
 /// A mapping of an exiting process: a file's, the anonymous one right after
 /// a file's (its .bss), or the heap.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,14 +46,33 @@ pub struct StackSample {
     pub pid: u32,
     pub tid: u32,
     pub nr: u32,
+    /// Calls, lock operations or wake-ups it stands for (see the roles).
     pub weight: u64,
-    /// For a lock operation: its lock, outcome and time.
+    /// Role: stands for `weight` calls of syscall `nr` (lock operations are
+    /// syscalls too).
+    pub call: bool,
+    /// Role: stands for `weight` operations on this lock.
     pub lock: Option<LockSample>,
+    /// Role: stands for this much sleep inside syscall `nr` (0: not this role).
+    pub off_ns: u64,
+    /// Role: stands for `weight` wake-ups of this (pid, tid) by the sampled
+    /// thread.
+    pub woken: Option<(u32, u32)>,
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
     /// User stack bytes starting at `sp`.
     pub stack: Vec<u8>,
+}
+
+impl StackSample {
+    /// The sample without its (large) stack bytes, once unwound.
+    pub fn without_stack(&self) -> StackSample {
+        StackSample {
+            stack: Vec::new(),
+            ..self.clone()
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -135,7 +159,18 @@ impl Event {
                     tid: ev.hdr.tid,
                     nr: ev.nr,
                     weight: u64::from(ev.weight),
-                    lock: lock_sample(&ev.lock),
+                    call: ev.flags & (KT_SAMPLE_CALL | KT_SAMPLE_LOCK) != 0,
+                    lock: if ev.flags & KT_SAMPLE_LOCK != 0 {
+                        lock_sample(&ev.lock)
+                    } else {
+                        None
+                    },
+                    off_ns: if ev.flags & KT_SAMPLE_OFFCPU != 0 {
+                        ev.off_ns
+                    } else {
+                        0
+                    },
+                    woken: (ev.flags & KT_SAMPLE_WAKE != 0).then_some((ev.woken_pid, ev.woken_tid)),
                     ip: ev.ip,
                     sp: ev.sp,
                     bp: ev.bp,
@@ -219,6 +254,7 @@ mod tests {
         ev.s.hdr.tid = 11;
         ev.s.nr = 14;
         ev.s.weight = 64;
+        ev.s.flags = KT_SAMPLE_CALL;
         ev.s.sp = 0x7ffd_0000;
         ev.s.stack_len = 3;
         ev.stack[..4].copy_from_slice(&[1, 2, 3, 4]);

@@ -20,7 +20,10 @@ use anyhow::{Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Iter, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
-use crate::model::{KernelCounters, KernelLoss, LockCounters, SyscallCounters, ThreadCounters};
+use crate::model::{
+    KernelCounters, KernelLoss, LockCounters, OffCpuCounters, OffReason, SyscallCounters,
+    ThreadCounters, WakeupCounters,
+};
 use bpf::types;
 pub use events::Event;
 
@@ -31,6 +34,9 @@ unsafe impl plain::Plain for types::kt_kernel_loss {}
 unsafe impl plain::Plain for types::kt_lock_key {}
 unsafe impl plain::Plain for types::kt_lock_stats {}
 unsafe impl plain::Plain for types::kt_lock_thread_key {}
+unsafe impl plain::Plain for types::kt_offcpu_key {}
+unsafe impl plain::Plain for types::kt_wakeup_key {}
+unsafe impl plain::Plain for types::kt_time_count {}
 
 /// User stack bytes copied per sample (the BPF side's KT_STACK_BYTES).
 pub const STACK_BYTES: usize =
@@ -252,6 +258,54 @@ impl<'obj> Collector<'obj> {
             }
         }
 
+        let mut offcpu = Vec::new();
+        for key in maps.kt_offcpu.keys() {
+            let mut k = types::kt_offcpu_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("off-CPU key size");
+            let Some(v) = maps.kt_offcpu.lookup(&key, MapFlags::ANY)? else {
+                continue;
+            };
+            let reason = match k.reason {
+                2 => OffReason::Syscall {
+                    nr: k.nr,
+                    lock: events::lock_key(&k.lock),
+                },
+                3 => OffReason::Other,
+                1 | 4 => OffReason::RunQueue,
+                _ => continue,
+            };
+            let t = time_count(&v);
+            offcpu.push(OffCpuCounters {
+                pid: k.pid,
+                tid: k.tid,
+                reason,
+                ns: t.ns,
+                count: t.count,
+            });
+        }
+        let mut wakeups = Vec::new();
+        for key in maps.kt_wakeups.keys() {
+            let mut k = types::kt_wakeup_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("wake-up key size");
+            let Some(v) = maps.kt_wakeups.lookup(&key, MapFlags::ANY)? else {
+                continue;
+            };
+            let t = time_count(&v);
+            let comm: Vec<u8> = k.waker_comm.iter().map(|&c| c as u8).collect();
+            wakeups.push(WakeupCounters {
+                waker_pid: k.waker_pid,
+                waker_tid: k.waker_tid,
+                waker_comm: c_string(&comm),
+                waker_tracked: k.waker_flags & 1 != 0,
+                waker_kernel: k.waker_flags & 2 != 0,
+                waker_nr: (k.waker_nr != u32::MAX).then_some(k.waker_nr),
+                woken_pid: k.woken_pid,
+                woken_tid: k.woken_tid,
+                count: t.count,
+                wait_ns: t.ns,
+            });
+        }
+
         let mut loss = KernelLoss::default();
         let per_cpu = maps
             .kt_loss
@@ -267,6 +321,7 @@ impl<'obj> Collector<'obj> {
             loss.syscall_nr_out_of_range += l.syscall_nr_out_of_range;
             loss.lock_map_full += l.lock_map_full;
             loss.lock_thread_map_full += l.lock_thread_map_full;
+            loss.sched_map_full += l.sched_map_full;
         }
         Ok(KernelCounters {
             syscalls,
@@ -274,6 +329,8 @@ impl<'obj> Collector<'obj> {
             exited_threads,
             locks,
             lock_waiters,
+            offcpu,
+            wakeups,
             loss,
         })
     }
@@ -287,6 +344,12 @@ fn read_u64(bytes: &[u8]) -> u64 {
     let mut v = 0u64;
     plain::copy_from_bytes(&mut v, bytes).expect("u64 value");
     v
+}
+
+fn time_count(bytes: &[u8]) -> types::kt_time_count {
+    let mut t = types::kt_time_count::default();
+    plain::copy_from_bytes(&mut t, bytes).expect("time/count size");
+    t
 }
 
 fn lock_counters(bytes: &[u8]) -> LockCounters {

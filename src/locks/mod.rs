@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::aggregate::estimate_sites;
 use crate::model::{LockCounters, LockKey};
 use crate::report::{LockReport, LockStack};
-use classify::classify;
+use classify::{LockKind, classify};
 use name::LockName;
 
 /// Stacks kept per lock and side.
@@ -84,13 +84,15 @@ fn stacks(sites: &[&LockSite], total: u64, total_ns: Option<u64>) -> Vec<LockSta
     out
 }
 
+/// The lock reports, and the kind each lock key was found to be.
 pub fn build(
     locks: &[(LockKey, LockCounters)],
     waiters: &[(LockKey, u32, u64)],
     sites: &[LockSite],
     names: &HashMap<LockKey, LockName>,
     duration_ns: u64,
-) -> Vec<LockReport> {
+) -> (Vec<LockReport>, HashMap<LockKey, LockKind>) {
+    let mut kinds = HashMap::new();
     let mut groups: BTreeMap<String, Group<'_>> = BTreeMap::new();
     let mut group_of: HashMap<&LockKey, String> = HashMap::new();
     for (key, counters) in locks {
@@ -147,6 +149,9 @@ pub fn build(
                 LockKey::SysV { semid, semnum } => (Some(semid), Some(semnum)),
                 _ => (None, None),
             };
+            for key in &g.keys {
+                kinds.insert(**key, kind);
+            }
             let mut hist = c.hist_log2_ns.clone();
             while hist.last() == Some(&0) {
                 hist.pop();
@@ -186,13 +191,12 @@ pub fn build(
             .then((b.wait_ns + b.cpu_ns).cmp(&(a.wait_ns + a.cpu_ns)))
             .then(a.address.cmp(&b.address))
     });
-    out
+    (out, kinds)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use classify::LockKind;
 
     fn counters(waits: u64, wait_ns: u64, wakes: u64) -> LockCounters {
         LockCounters {
@@ -266,7 +270,11 @@ mod tests {
             site(hot, true, "__lll_lock_wait (y)", 25, 100),
             site(hot, false, "__lll_lock_wake (x)", 100, 50),
         ];
-        let out = build(&locks, &waiters, &sites, &names, 1_000_000_000);
+        let (out, kinds) = build(&locks, &waiters, &sites, &names, 1_000_000_000);
+        assert_eq!(
+            (kinds[&w0], kinds[&w1], kinds[&hot]),
+            (LockKind::Condvar, LockKind::Condvar, LockKind::Mutex)
+        );
         assert_eq!(out.len(), 2);
         // The mutex costs less time than the condvar sleeps, yet comes first.
         assert_eq!(
@@ -310,7 +318,7 @@ mod tests {
             semid: 42,
             semnum: 1,
         };
-        let out = build(&[(key, counters(5, 100, 5))], &[], &[], &HashMap::new(), 1);
+        let (out, _) = build(&[(key, counters(5, 100, 5))], &[], &[], &HashMap::new(), 1);
         assert_eq!(
             (
                 out[0].kind,

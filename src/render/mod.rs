@@ -2,6 +2,7 @@
 
 pub mod json;
 mod locks_text;
+mod sched_text;
 pub mod text;
 
 /// Compares `actual` with the golden file `tests/golden/NAME`; with

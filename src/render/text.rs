@@ -217,6 +217,8 @@ pub fn render(r: &Report, color: bool) -> String {
     let mut out = String::new();
     header(r, &mut out, color);
     super::locks_text::locks(r, &mut out);
+    super::sched_text::offcpu(r, &mut out);
+    super::sched_text::wakeups(r, &mut out);
     syscalls(r, &mut out);
     footer(r, &mut out);
     out

@@ -53,6 +53,14 @@ pub struct Report {
     /// Locks (futex words and SysV semaphores), contention first, ranked by
     /// the time they cost; then what threads waited on for work.
     pub locks: Vec<LockReport>,
+    /// Time each thread spent off CPU, by reason, most first.
+    pub offcpu: Vec<OffCpuThread>,
+    /// Who ended whose sleep, and how: the wake-up graph, most wait ended
+    /// first.
+    pub wakeups: Vec<WakeupReport>,
+    /// Threads whose wake-ups ended the most waiting by others: what the
+    /// rest wait on (from the wake-up graph).
+    pub blockers: Vec<Blocker>,
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
@@ -192,6 +200,97 @@ pub struct LockStack {
     pub estimated: bool,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OffCpuReason {
+    /// Asleep in a lock wait (futex, SysV semaphore).
+    Lock,
+    /// Asleep on a condition variable or a join: waiting for work.
+    WaitingForWork,
+    /// Asleep in poll, select or epoll_wait.
+    IoMultiplexing,
+    /// Asleep in another syscall (read, write, accept, wait4, ...).
+    BlockingSyscall,
+    /// Asleep in nanosleep, clock_nanosleep, pause, sigsuspend.
+    Sleep,
+    /// Runnable but not running: preempted, or woken and waiting for a CPU.
+    Involuntary,
+    /// Asleep outside any syscall (page-fault I/O, ...).
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OffCpuThread {
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: String,
+    pub total_ns: u64,
+    /// Most time first.
+    pub reasons: Vec<OffCpuReasonReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OffCpuReasonReport {
+    pub reason: OffCpuReason,
+    pub ns: u64,
+    /// Sleeps (or run-queue waits).
+    pub count: u64,
+    /// Time by syscall, for sleeps inside syscalls.
+    pub syscalls: BTreeMap<String, u64>,
+    /// Where it slept, most time first (sampled at the syscall's exit).
+    pub stacks: Vec<TimedStack>,
+}
+
+/// A stack and the time it stands for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimedStack {
+    pub frames: Vec<String>,
+    pub ns: u64,
+    pub samples: u64,
+    /// True when `ns` is scaled from time-weighted samples.
+    pub estimated: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WakeupReport {
+    pub waker_pid: u32,
+    pub waker_tid: u32,
+    pub waker_comm: String,
+    /// The waker is part of the profiled target.
+    pub waker_in_target: bool,
+    pub woken_pid: u32,
+    pub woken_tid: u32,
+    pub woken_comm: String,
+    /// How: futex, signal, write (pipe, socket, eventfd), sysv semaphore,
+    /// exit, syscall NAME, kernel (timer, interrupt, kernel thread), ...
+    pub mechanism: String,
+    pub count: u64,
+    /// Sleep of the woken thread that these wake-ups ended.
+    pub wait_ns: u64,
+    /// The waker's stacks where it woke them (tracked wakers in a syscall).
+    pub waker_stacks: Vec<CountedStack>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CountedStack {
+    pub frames: Vec<String>,
+    pub count: u64,
+    pub samples: u64,
+    pub estimated: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Blocker {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub in_target: bool,
+    /// Sleep of other threads its wake-ups ended.
+    pub wait_ns: u64,
+    /// Distinct threads it woke.
+    pub threads_woken: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
     pub stack_samples: u64,
@@ -228,6 +327,8 @@ pub struct Loss {
     pub lock_map_full: u64,
     /// Waiting threads not counted as distinct (map full).
     pub lock_thread_map_full: u64,
+    /// Off-CPU or wake-up time with no room in its map.
+    pub sched_map_full: u64,
 }
 
 impl Loss {

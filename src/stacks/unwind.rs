@@ -21,7 +21,7 @@ use framehop::{FrameAddress, Module, Unwinder};
 use super::elf::{Bytes, ModuleTable};
 use super::maps::{self, Mapping};
 use crate::collect::events::{ExitMapping, StackSample};
-use crate::model::{FrameLoc, LockSample, UnwoundStack};
+use crate::model::{FrameLoc, UnwoundStack};
 
 /// Deepest stack kept; deeper ones are cut and marked truncated.
 const MAX_FRAMES: usize = 128;
@@ -55,13 +55,10 @@ pub struct UnwindStats {
     pub truncated: u64,
 }
 
-/// A sample after unwinding.
+/// A sample after unwinding: its stack and what it stands for.
 #[derive(Clone, Debug)]
 pub struct Unwound {
-    pub nr: u32,
-    pub pid: u32,
-    pub weight: u64,
-    pub lock: Option<LockSample>,
+    pub sample: StackSample,
     pub stack: UnwoundStack,
 }
 
@@ -314,10 +311,7 @@ impl Unwinding {
                 truncated: false,
             };
             return Unwound {
-                nr: s.nr,
-                pid: s.pid,
-                weight: s.weight,
-                lock: s.lock,
+                sample: s.without_stack(),
                 stack,
             };
         };
@@ -355,10 +349,7 @@ impl Unwinding {
         }
         let stack = UnwoundStack { frames, truncated };
         Unwound {
-            nr: s.nr,
-            pid: s.pid,
-            weight: s.weight,
-            lock: s.lock,
+            sample: s.without_stack(),
             stack,
         }
     }

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Where tracked threads spend time off CPU, and who wakes them.
+ *
+ * At a switch-out the reason is noted (preempted, or asleep in which
+ * syscall and lock); sched_waking notes the waker and the time; at the
+ * switch-in the interval is split into the sleep (ended by the wake) and
+ * the run-queue delay after it, and added to per-(thread, reason) and
+ * per-(waker, woken) counters. Everything is exact; only stacks are
+ * sampled, at the exit of the syscall that slept.
+ */
+#ifndef KT_SCHED_BPF_H
+#define KT_SCHED_BPF_H
+
+#define KT_TASK_RUNNING 0
+#define KT_PF_KTHREAD 0x00200000
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, struct kt_offcpu_key);
+	__type(value, struct kt_time_count);
+} kt_offcpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, struct kt_wakeup_key);
+	__type(value, struct kt_time_count);
+} kt_wakeups SEC(".maps");
+
+static __always_inline void add_time(void *map, void *key, __u64 ns, bool *full)
+{
+	struct kt_time_count *v = bpf_map_lookup_elem(map, key), one = { .ns = ns, .count = 1 };
+
+	if (v) {
+		__sync_fetch_and_add(&v->ns, ns);
+		__sync_fetch_and_add(&v->count, 1);
+	} else if (bpf_map_update_elem(map, key, &one, BPF_NOEXIST) != 0) {
+		v = bpf_map_lookup_elem(map, key);
+		if (v) {
+			__sync_fetch_and_add(&v->ns, ns);
+			__sync_fetch_and_add(&v->count, 1);
+		} else {
+			*full = true;
+		}
+	}
+}
+
+static __always_inline void switched_out(struct kt_task *t, struct task_struct *prev, __u64 now,
+					 unsigned int prev_state)
+{
+	t->off_since_ns = now;
+	t->woken_ns = 0;
+	if ((prev_state & 0xff) == KT_TASK_RUNNING)
+		t->off_reason = KT_OFF_PREEMPTED;
+	else if (t->enter_ns)
+		t->off_reason = KT_OFF_SYSCALL;
+	else
+		t->off_reason = KT_OFF_OTHER;
+}
+
+static __noinline void switched_in(struct kt_task *t, struct task_struct *next, __u64 now)
+{
+	struct kt_offcpu_key k = { .pid = next->tgid, .tid = next->pid, .reason = t->off_reason };
+	__u64 off = now - t->off_since_ns, sleep = off, runq = 0;
+	bool full = false;
+
+	t->off_cpu_ns += off;
+	if (t->woken_ns > t->off_since_ns && t->woken_ns <= now) {
+		sleep = t->woken_ns - t->off_since_ns;
+		runq = now - t->woken_ns;
+	}
+	if (t->off_reason == KT_OFF_PREEMPTED) {
+		k.reason = KT_OFF_RUNQ;
+		add_time(&kt_offcpu, &k, off, &full);
+	} else {
+		if (t->off_reason == KT_OFF_SYSCALL) {
+			k.nr = t->nr;
+			if (t->lock_op == KT_LOCK_OP_WAIT || t->lock_op == KT_LOCK_OP_WAIT_PI)
+				k.lock = t->lock;
+		}
+		add_time(&kt_offcpu, &k, sleep, &full);
+		if (runq) {
+			struct kt_offcpu_key r = { .pid = k.pid, .tid = k.tid, .reason = KT_OFF_RUNQ };
+
+			add_time(&kt_offcpu, &r, runq, &full);
+		}
+	}
+	if (t->woken_ns && t->waker.woken_tid) {
+		add_time(&kt_wakeups, &t->waker, sleep, &full);
+		t->waker.woken_tid = 0;
+	}
+	if (full)
+		count_loss(sched_map_full);
+	t->off_since_ns = 0;
+	t->woken_ns = 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	struct kt_task *t = bpf_task_storage_get(&kt_tasks, prev, 0, 0);
+	__u64 now = 0;
+
+	if (t) {
+		now = bpf_ktime_get_ns();
+		switched_out(t, prev, now, prev_state);
+	}
+	t = bpf_task_storage_get(&kt_tasks, next, 0, 0);
+	if (t && t->off_since_ns) {
+		if (!now)
+			now = bpf_ktime_get_ns();
+		switched_in(t, next, now);
+	}
+	return 0;
+}
+
+/* Samples the stack of a tracked waker inside a syscall, per CPU: every
+ * wake-up until KT_SAMPLE_SHIFT's count, then at doubling gaps. */
+static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_key *w)
+{
+	struct kt_sampler *sm = sampler();
+	struct kt_stack_sample smp = { .nr = w->waker_nr, .flags = KT_SAMPLE_WAKE };
+
+	if (!sm)
+		return;
+	if (sm->wake_countdown) {
+		sm->wake_countdown--;
+		return;
+	}
+	smp.weight = sm->wake_gap + 1;
+	smp.woken_pid = w->woken_pid;
+	smp.woken_tid = w->woken_tid;
+	sm->wake_gap = next_gap(++sm->wakes_seen);
+	sm->wake_countdown = sm->wake_gap;
+	sample_stack((struct pt_regs *)bpf_task_pt_regs(cur), &smp);
+}
+
+/*
+ * Runs in the waker's context: notes who woke a sleeping tracked thread,
+ * from which syscall, and samples the waker's stack.
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(kt_waking, struct task_struct *p)
+{
+	struct kt_task *t = bpf_task_storage_get(&kt_tasks, p, 0, 0), *wt;
+	struct task_struct *cur;
+	struct kt_wakeup_key *w;
+	__u64 pid_tgid;
+
+	if (!t || !t->off_since_ns || t->woken_ns || t->off_reason == KT_OFF_PREEMPTED)
+		return 0;
+	t->woken_ns = bpf_ktime_get_ns();
+	cur = bpf_get_current_task_btf();
+	pid_tgid = bpf_get_current_pid_tgid();
+	w = &t->waker;
+	w->waker_pid = pid_tgid >> 32;
+	w->waker_tid = (__u32)pid_tgid;
+	w->woken_pid = p->tgid;
+	w->woken_tid = p->pid;
+	w->waker_flags = (cur->flags & KT_PF_KTHREAD) || !w->waker_tid ? KT_WAKER_KTHREAD : 0;
+	w->waker_nr = KT_NOT_IN_SYSCALL;
+	bpf_get_current_comm(w->waker_comm, sizeof(w->waker_comm));
+	wt = bpf_task_storage_get(&kt_tasks, cur, 0, 0);
+	if (!wt)
+		return 0;
+	w->waker_flags |= KT_WAKER_TRACKED;
+	if (!wt->enter_ns)
+		return 0;
+	w->waker_nr = wt->nr;
+	sample_waker(cur, w);
+	return 0;
+}
+
+#endif

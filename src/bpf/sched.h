@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Off-CPU time and wake-ups of tracked threads, shared by sched.bpf.h and
+ * the Rust side.
+ */
+#ifndef KT_SCHED_H
+#define KT_SCHED_H
+
+#include "locks.h"
+
+/* Why a thread was off CPU. */
+enum kt_off_reason {
+	KT_OFF_PREEMPTED = 1, /* switched out while runnable: waited on a run queue */
+	KT_OFF_SYSCALL = 2,   /* slept inside the syscall `nr` (lock: inside `lock`) */
+	KT_OFF_OTHER = 3,     /* slept outside any syscall (page fault I/O, ...) */
+	KT_OFF_RUNQ = 4,      /* woken, waiting on a run queue to run again */
+};
+
+struct kt_offcpu_key {
+	__u32 pid;
+	__u32 tid;
+	__u32 reason;
+	__u32 nr;                 /* KT_OFF_SYSCALL */
+	struct kt_lock_key lock;  /* KT_OFF_SYSCALL inside a lock wait */
+};
+
+struct kt_time_count {
+	__u64 ns;
+	__u64 count;
+};
+
+#define KT_NOT_IN_SYSCALL 0xffffffff
+
+/* Who ended whose sleep, and how. */
+struct kt_wakeup_key {
+	__u32 waker_pid;
+	__u32 waker_tid;
+	__u32 woken_pid;
+	__u32 woken_tid;
+	__u32 waker_nr;     /* the waker's syscall, or KT_NOT_IN_SYSCALL */
+	__u32 waker_flags;  /* KT_WAKER_* */
+	char waker_comm[16];
+};
+
+#define KT_WAKER_TRACKED 1  /* the waker is part of the target */
+#define KT_WAKER_KTHREAD 2  /* a kernel thread (or the idle task: timers) */
+
+#endif

@@ -1,0 +1,111 @@
+//! The terminal report's off-CPU and wake-up sections.
+
+use std::fmt::Write;
+
+use super::text::{count, duration, stack};
+use crate::report::{OffCpuReason, OffCpuThread, Report};
+
+const THREADS_SHOWN: usize = 8;
+const THREADS_WITH_STACKS: usize = 2;
+const WAKEUPS_SHOWN: usize = 8;
+
+const COLUMNS: [(OffCpuReason, &str); 7] = [
+    (OffCpuReason::Lock, "LOCK"),
+    (OffCpuReason::WaitingForWork, "WORK"),
+    (OffCpuReason::IoMultiplexing, "POLL"),
+    (OffCpuReason::BlockingSyscall, "SYSCALL"),
+    (OffCpuReason::Sleep, "SLEEP"),
+    (OffCpuReason::Involuntary, "INVOL"),
+    (OffCpuReason::Other, "OTHER"),
+];
+
+pub(crate) fn reason_name(r: OffCpuReason) -> &'static str {
+    match r {
+        OffCpuReason::Lock => "lock",
+        OffCpuReason::WaitingForWork => "waiting for work",
+        OffCpuReason::IoMultiplexing => "poll/select/epoll",
+        OffCpuReason::BlockingSyscall => "blocking syscall",
+        OffCpuReason::Sleep => "sleep",
+        OffCpuReason::Involuntary => "involuntary",
+        OffCpuReason::Other => "other",
+    }
+}
+
+fn cell(t: &OffCpuThread, r: OffCpuReason) -> String {
+    t.reasons
+        .iter()
+        .find(|x| x.reason == r)
+        .map_or_else(|| "-".to_string(), |x| duration(x.ns))
+}
+
+pub(crate) fn offcpu(r: &Report, out: &mut String) {
+    let shown: Vec<&OffCpuThread> = r
+        .offcpu
+        .iter()
+        .filter(|t| t.total_ns > 0)
+        .take(THREADS_SHOWN)
+        .collect();
+    if shown.is_empty() {
+        return;
+    }
+    let _ = write!(out, "\n{:<28} {:>10}", "OFF-CPU", "TOTAL");
+    for (_, name) in COLUMNS {
+        let _ = write!(out, " {name:>10}");
+    }
+    out.push('\n');
+    for (i, t) in shown.iter().enumerate() {
+        let who = format!("{} {}", t.comm, t.tid);
+        let _ = write!(out, "{who:<28} {:>10}", duration(t.total_ns));
+        for (reason, _) in COLUMNS {
+            let _ = write!(out, " {:>10}", cell(t, reason));
+        }
+        out.push('\n');
+        if i < THREADS_WITH_STACKS {
+            if let Some(top) = t.reasons.iter().find(|x| !x.stacks.is_empty()) {
+                let label = reason_name(top.reason);
+                stack(out, label, &top.stacks[0].frames);
+            }
+        }
+    }
+    if r.offcpu.len() > THREADS_SHOWN {
+        let _ = writeln!(
+            out,
+            "... {} more threads in the JSON report",
+            r.offcpu.len() - THREADS_SHOWN
+        );
+    }
+}
+
+pub(crate) fn wakeups(r: &Report, out: &mut String) {
+    if r.wakeups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<44} {:>9} {:>11}  {}",
+        "WAKE-UPS (waker -> woken)", "COUNT", "ENDED WAIT", "HOW"
+    );
+    for w in r.wakeups.iter().take(WAKEUPS_SHOWN) {
+        let edge = format!(
+            "{} {} -> {} {}",
+            w.waker_comm, w.waker_tid, w.woken_comm, w.woken_tid
+        );
+        let _ = writeln!(
+            out,
+            "{edge:<44} {:>9} {:>11}  {}",
+            count(w.count),
+            duration(w.wait_ns),
+            w.mechanism
+        );
+    }
+    if let Some(b) = r.blockers.first() {
+        let _ = writeln!(
+            out,
+            "most waited on: {} {} (its wake-ups ended {} of waiting by {} threads)",
+            b.comm,
+            b.tid,
+            duration(b.wait_ns),
+            b.threads_woken
+        );
+    }
+}

@@ -1,0 +1,432 @@
+//! Off-CPU time by reason, the wake-up graph and what the rest wait on:
+//! from the kernel's exact per-thread counters and the sampled stacks.
+//!
+//! A sleep inside a lock wait counts as waiting for work when the lock is a
+//! condition variable or a join: the kind comes from the lock analysis.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::locks::classify::LockKind;
+use crate::model::{LockKey, OffCpuCounters, OffReason, WakeupCounters};
+use crate::names::syscall_name;
+use crate::report::{
+    Blocker, CountedStack, OffCpuReason, OffCpuReasonReport, OffCpuThread, TimedStack, WakeupReport,
+};
+
+/// Stacks kept per (thread, reason) and per wake-up edge.
+const MAX_STACKS: usize = 10;
+
+fn is_lock_syscall(name: &str) -> bool {
+    matches!(name, "futex" | "futex_waitv" | "semop" | "semtimedop")
+}
+
+/// The reason a sleep inside `nr` (waiting on `lock`, if one) counts under.
+pub fn reason_of(reason: &OffReason, kinds: &HashMap<LockKey, LockKind>) -> OffCpuReason {
+    match reason {
+        OffReason::RunQueue => OffCpuReason::Involuntary,
+        OffReason::Other => OffCpuReason::Other,
+        OffReason::Syscall { nr, lock } => {
+            let name = syscall_name(*nr);
+            match name.as_str() {
+                n if is_lock_syscall(n) => match lock.and_then(|k| kinds.get(&k)) {
+                    Some(k) if !k.is_contention() => OffCpuReason::WaitingForWork,
+                    _ => OffCpuReason::Lock,
+                },
+                "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait"
+                | "epoll_pwait2" => OffCpuReason::IoMultiplexing,
+                "nanosleep" | "clock_nanosleep" | "pause" | "rt_sigsuspend" | "rt_sigtimedwait" => {
+                    OffCpuReason::Sleep
+                }
+                _ => OffCpuReason::BlockingSyscall,
+            }
+        }
+    }
+}
+
+/// Scales sampled stacks so they add up to the exact `total`.
+fn scale_stacks(mut stacks: BTreeMap<Vec<String>, (u64, u64)>, total: u64) -> Vec<TimedStack> {
+    let sampled: u64 = stacks.values().map(|v| v.0).sum();
+    let exact = sampled == total;
+    let mut out: Vec<TimedStack> = std::mem::take(&mut stacks)
+        .into_iter()
+        .map(|(frames, (ns, samples))| TimedStack {
+            frames,
+            ns: if sampled == 0 {
+                0
+            } else {
+                (ns as u128 * total as u128 / sampled as u128) as u64
+            },
+            samples,
+            estimated: !exact,
+        })
+        .collect();
+    out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.frames.cmp(&b.frames)));
+    out.truncate(MAX_STACKS);
+    out
+}
+
+/// Sampled off-CPU stacks: (pid, tid, nr, lock) and their symbolized frames,
+/// with the sleep they stand for and their sample count.
+pub struct OffCpuSite {
+    pub tid: u32,
+    pub reason: OffReason,
+    pub frames: Vec<String>,
+    pub ns: u64,
+    pub samples: u64,
+}
+
+pub fn offcpu(
+    counters: &[OffCpuCounters],
+    sites: &[OffCpuSite],
+    kinds: &HashMap<LockKey, LockKind>,
+    comms: &HashMap<u32, String>,
+) -> Vec<OffCpuThread> {
+    // (tid, reason) -> (pid, ns, count, ns by syscall)
+    let mut per: BTreeMap<(u32, OffCpuReason), (u32, u64, u64, BTreeMap<String, u64>)> =
+        BTreeMap::new();
+    for c in counters {
+        let reason = reason_of(&c.reason, kinds);
+        let e = per.entry((c.tid, reason)).or_default();
+        e.0 = c.pid;
+        e.1 += c.ns;
+        e.2 += c.count;
+        if let OffReason::Syscall { nr, .. } = c.reason {
+            *e.3.entry(syscall_name(nr)).or_default() += c.ns;
+        }
+    }
+    let mut site_stacks: HashMap<(u32, OffCpuReason), BTreeMap<Vec<String>, (u64, u64)>> =
+        HashMap::new();
+    for s in sites {
+        let e = site_stacks
+            .entry((s.tid, reason_of(&s.reason, kinds)))
+            .or_default()
+            .entry(s.frames.clone())
+            .or_default();
+        e.0 += s.ns;
+        e.1 += s.samples;
+    }
+    let mut threads: BTreeMap<u32, OffCpuThread> = BTreeMap::new();
+    for ((tid, reason), (pid, ns, count, syscalls)) in per {
+        let t = threads.entry(tid).or_insert_with(|| OffCpuThread {
+            tid,
+            pid,
+            comm: comms.get(&tid).cloned().unwrap_or_default(),
+            total_ns: 0,
+            reasons: vec![],
+        });
+        t.total_ns += ns;
+        let stacks = site_stacks
+            .remove(&(tid, reason))
+            .map_or_else(Vec::new, |s| scale_stacks(s, ns));
+        t.reasons.push(OffCpuReasonReport {
+            reason,
+            ns,
+            count,
+            syscalls,
+            stacks,
+        });
+    }
+    let mut out: Vec<OffCpuThread> = threads.into_values().collect();
+    for t in &mut out {
+        t.reasons
+            .sort_by(|a, b| b.ns.cmp(&a.ns).then(a.reason.cmp(&b.reason)));
+    }
+    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.tid.cmp(&b.tid)));
+    out
+}
+
+/// How a waker woke: from the syscall it was in.
+pub fn mechanism(w: &WakeupCounters) -> String {
+    match w.waker_nr.map(syscall_name).as_deref() {
+        Some("futex" | "futex_waitv") => "futex".into(),
+        Some("kill" | "tkill" | "tgkill" | "rt_sigqueueinfo" | "rt_tgsigqueueinfo") => {
+            "signal".into()
+        }
+        Some(
+            "write" | "writev" | "pwrite64" | "pwritev" | "pwritev2" | "sendto" | "sendmsg"
+            | "sendmmsg" | "splice" | "vmsplice" | "tee",
+        ) => "write (pipe, socket, eventfd)".into(),
+        Some("semop" | "semtimedop") => "sysv semaphore".into(),
+        Some("exit" | "exit_group") => "exit".into(),
+        Some(name) => format!("syscall {name}"),
+        None if w.waker_kernel => format!(
+            "kernel ({}: timer, interrupt or kernel thread)",
+            w.waker_comm
+        ),
+        None if w.waker_tracked => "outside a syscall (interrupt or fault)".into(),
+        None => format!("another process ({})", w.waker_comm),
+    }
+}
+
+/// Sampled waker stacks: (waker tid, woken tid), frames, wake-ups, samples.
+pub struct WakeSite {
+    pub waker_tid: u32,
+    pub woken_tid: u32,
+    pub frames: Vec<String>,
+    pub weight: u64,
+    pub samples: u64,
+}
+
+pub fn wakeups(
+    counters: &[WakeupCounters],
+    sites: &[WakeSite],
+    comms: &HashMap<u32, String>,
+) -> Vec<WakeupReport> {
+    // The same edge may appear once per waker syscall: one report per edge
+    // and mechanism.
+    let mut stacks: HashMap<(u32, u32), BTreeMap<Vec<String>, (u64, u64)>> = HashMap::new();
+    for s in sites {
+        let e = stacks
+            .entry((s.waker_tid, s.woken_tid))
+            .or_default()
+            .entry(s.frames.clone())
+            .or_default();
+        e.0 += s.weight;
+        e.1 += s.samples;
+    }
+    let mut edge_counts: HashMap<(u32, u32), u64> = HashMap::new();
+    for w in counters {
+        *edge_counts.entry((w.waker_tid, w.woken_tid)).or_default() += w.count;
+    }
+    let mut out: Vec<WakeupReport> = counters
+        .iter()
+        .map(|w| WakeupReport {
+            waker_pid: w.waker_pid,
+            waker_tid: w.waker_tid,
+            waker_comm: w.waker_comm.clone(),
+            waker_in_target: w.waker_tracked,
+            woken_pid: w.woken_pid,
+            woken_tid: w.woken_tid,
+            woken_comm: comms.get(&w.woken_tid).cloned().unwrap_or_default(),
+            mechanism: mechanism(w),
+            count: w.count,
+            wait_ns: w.wait_ns,
+            waker_stacks: vec![],
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.wait_ns
+            .cmp(&a.wait_ns)
+            .then(a.waker_tid.cmp(&b.waker_tid))
+            .then(a.woken_tid.cmp(&b.woken_tid))
+    });
+    // Stacks go to the edge's first (largest) report, scaled to the edge's
+    // exact wake-ups.
+    let mut seen = BTreeSet::new();
+    for r in &mut out {
+        if !seen.insert((r.waker_tid, r.woken_tid)) {
+            continue;
+        }
+        if let Some(s) = stacks.remove(&(r.waker_tid, r.woken_tid)) {
+            let total = edge_counts[&(r.waker_tid, r.woken_tid)];
+            r.waker_stacks = scale_stacks(s, total)
+                .into_iter()
+                .map(|t| CountedStack {
+                    frames: t.frames,
+                    count: t.ns,
+                    samples: t.samples,
+                    estimated: t.estimated,
+                })
+                .collect();
+        }
+    }
+    out
+}
+
+/// The threads whose wake-ups ended the most waiting by others.
+pub fn blockers(wakeups: &[WakeupReport]) -> Vec<Blocker> {
+    let mut by: BTreeMap<(u32, u32), Blocker> = BTreeMap::new();
+    let mut woken: HashMap<(u32, u32), BTreeSet<u32>> = HashMap::new();
+    for w in wakeups.iter().filter(|w| w.waker_tid != w.woken_tid) {
+        let b = by
+            .entry((w.waker_pid, w.waker_tid))
+            .or_insert_with(|| Blocker {
+                pid: w.waker_pid,
+                tid: w.waker_tid,
+                comm: w.waker_comm.clone(),
+                in_target: w.waker_in_target,
+                wait_ns: 0,
+                threads_woken: 0,
+            });
+        b.wait_ns += w.wait_ns;
+        woken
+            .entry((w.waker_pid, w.waker_tid))
+            .or_default()
+            .insert(w.woken_tid);
+    }
+    let mut out: Vec<Blocker> = by
+        .into_iter()
+        .map(|(k, mut b)| {
+            b.threads_woken = woken.get(&k).map_or(0, |s| s.len() as u32);
+            b
+        })
+        .collect();
+    out.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.tid.cmp(&b.tid)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn off(tid: u32, reason: OffReason, ns: u64) -> OffCpuCounters {
+        OffCpuCounters {
+            pid: 1,
+            tid,
+            reason,
+            ns,
+            count: 1,
+        }
+    }
+
+    #[test]
+    fn sleeps_are_classified_by_syscall_and_lock_kind() {
+        let cond = LockKey::Private { pid: 1, addr: 0x10 };
+        let mutex = LockKey::Private { pid: 1, addr: 0x20 };
+        let kinds: HashMap<LockKey, LockKind> =
+            [(cond, LockKind::Condvar), (mutex, LockKind::Mutex)].into();
+        let futex = crate::names::syscall_nr("futex").unwrap();
+        let sys = |name: &str, lock| OffReason::Syscall {
+            nr: crate::names::syscall_nr(name).unwrap(),
+            lock,
+        };
+        assert_eq!(
+            reason_of(&sys("futex", Some(cond)), &kinds),
+            OffCpuReason::WaitingForWork
+        );
+        assert_eq!(
+            reason_of(
+                &OffReason::Syscall {
+                    nr: futex,
+                    lock: Some(mutex)
+                },
+                &kinds
+            ),
+            OffCpuReason::Lock
+        );
+        assert_eq!(reason_of(&sys("futex", None), &kinds), OffCpuReason::Lock);
+        assert_eq!(
+            reason_of(&sys("semtimedop", None), &kinds),
+            OffCpuReason::Lock
+        );
+        assert_eq!(
+            reason_of(&sys("epoll_wait", None), &kinds),
+            OffCpuReason::IoMultiplexing
+        );
+        assert_eq!(
+            reason_of(&sys("poll", None), &kinds),
+            OffCpuReason::IoMultiplexing
+        );
+        assert_eq!(
+            reason_of(&sys("clock_nanosleep", None), &kinds),
+            OffCpuReason::Sleep
+        );
+        assert_eq!(
+            reason_of(&sys("read", None), &kinds),
+            OffCpuReason::BlockingSyscall
+        );
+        assert_eq!(
+            reason_of(&OffReason::RunQueue, &kinds),
+            OffCpuReason::Involuntary
+        );
+        assert_eq!(reason_of(&OffReason::Other, &kinds), OffCpuReason::Other);
+    }
+
+    #[test]
+    fn per_thread_reasons_add_up_and_stacks_scale_to_the_exact_time() {
+        let read = crate::names::syscall_nr("read").unwrap();
+        let counters = [
+            off(
+                5,
+                OffReason::Syscall {
+                    nr: read,
+                    lock: None,
+                },
+                1_000,
+            ),
+            off(5, OffReason::RunQueue, 300),
+            off(6, OffReason::RunQueue, 50),
+        ];
+        let sites = [
+            OffCpuSite {
+                tid: 5,
+                reason: OffReason::Syscall {
+                    nr: read,
+                    lock: None,
+                },
+                frames: vec!["a".into()],
+                ns: 60,
+                samples: 3,
+            },
+            OffCpuSite {
+                tid: 5,
+                reason: OffReason::Syscall {
+                    nr: read,
+                    lock: None,
+                },
+                frames: vec!["b".into()],
+                ns: 40,
+                samples: 2,
+            },
+        ];
+        let comms: HashMap<u32, String> = [(5, "reader".to_string())].into();
+        let out = offcpu(&counters, &sites, &HashMap::new(), &comms);
+        assert_eq!(
+            (out[0].tid, out[0].total_ns, out[0].comm.as_str()),
+            (5, 1_300, "reader")
+        );
+        let r = &out[0].reasons[0];
+        assert_eq!(
+            (r.reason, r.ns, r.syscalls.get("read")),
+            (OffCpuReason::BlockingSyscall, 1_000, Some(&1_000))
+        );
+        assert_eq!(
+            r.stacks
+                .iter()
+                .map(|s| (s.ns, s.estimated))
+                .collect::<Vec<_>>(),
+            vec![(600, true), (400, true)]
+        );
+        assert_eq!(out[0].reasons[1].reason, OffCpuReason::Involuntary);
+        assert_eq!(out[1].tid, 6);
+    }
+
+    #[test]
+    fn wakeups_name_their_mechanism_and_blockers_rank_by_ended_waiting() {
+        let w = |waker_tid, woken_tid, nr: Option<&str>, kernel, ns| WakeupCounters {
+            waker_pid: 1,
+            waker_tid,
+            waker_comm: if kernel {
+                "swapper/0".into()
+            } else {
+                "app".into()
+            },
+            waker_tracked: !kernel,
+            waker_kernel: kernel,
+            waker_nr: nr.map(|n| crate::names::syscall_nr(n).unwrap()),
+            woken_pid: 1,
+            woken_tid,
+            count: 2,
+            wait_ns: ns,
+        };
+        let counters = [
+            w(10, 11, Some("write"), false, 500),
+            w(10, 12, Some("futex"), false, 700),
+            w(0, 11, None, true, 100),
+        ];
+        let sites = [WakeSite {
+            waker_tid: 10,
+            woken_tid: 12,
+            frames: vec!["unlock".into()],
+            weight: 2,
+            samples: 2,
+        }];
+        let out = wakeups(&counters, &sites, &HashMap::new());
+        assert_eq!(out[0].mechanism, "futex");
+        assert_eq!(out[0].waker_stacks[0].count, 2);
+        assert_eq!(out[1].mechanism, "write (pipe, socket, eventfd)");
+        assert!(out[2].mechanism.starts_with("kernel (swapper/0"));
+        let b = blockers(&out);
+        assert_eq!((b[0].tid, b[0].wait_ns, b[0].threads_woken), (10, 1_200, 2));
+    }
+}

@@ -1,0 +1,82 @@
+//! Unwound samples summed by what they stand for, as they arrive: syscall
+//! call sites (weighted by calls), lock stacks (by operations and time),
+//! off-CPU stacks (by time asleep) and waker stacks (by wake-ups).
+//! Stacks stay unsymbolized here; names come once profiling ends.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::model::{LockKey, UnwoundStack};
+use crate::stacks::unwind::Unwound;
+
+/// A lock's sampled operations from one stack.
+#[derive(Clone, Debug, Default)]
+pub struct LockTally {
+    pub weight: u64,
+    /// Sum of weight x time inside the call.
+    pub weighted_ns: u128,
+    pub samples: u64,
+    pub pids: BTreeSet<u32>,
+}
+
+/// Where a thread slept: process, thread, syscall, lock waited on.
+pub type OffCpuKey = (u32, u32, u32, Option<LockKey>);
+
+#[derive(Default)]
+pub struct SampleTally {
+    /// (syscall, stack) -> (calls stood for, samples).
+    pub sites: HashMap<(u32, UnwoundStack), (u64, u64)>,
+    /// (lock, a wait?, stack).
+    pub locks: HashMap<(LockKey, bool, UnwoundStack), LockTally>,
+    /// (where, stack) -> (sleep stood for, samples).
+    pub offcpu: HashMap<(OffCpuKey, UnwoundStack), (u64, u64)>,
+    /// (waker tid, woken tid, stack) -> (wake-ups stood for, samples).
+    pub wakes: HashMap<(u32, u32, UnwoundStack), (u64, u64)>,
+    pub count: u64,
+}
+
+impl SampleTally {
+    pub fn add(&mut self, unwound: Vec<Unwound>) {
+        for Unwound { sample: s, stack } in unwound {
+            self.count += 1;
+            if let Some(lock) = s.lock {
+                let e = self
+                    .locks
+                    .entry((lock.key, lock.op.is_wait(), stack.clone()))
+                    .or_default();
+                e.weight += s.weight;
+                e.weighted_ns += s.weight as u128 * lock.wait_ns as u128;
+                e.samples += 1;
+                e.pids.insert(s.pid);
+            }
+            if s.off_ns > 0 {
+                let key = (s.pid, s.tid, s.nr, s.lock.map(|l| l.key));
+                let e = self.offcpu.entry((key, stack.clone())).or_default();
+                e.0 += s.off_ns;
+                e.1 += 1;
+            }
+            if let Some((_, woken_tid)) = s.woken {
+                let e = self
+                    .wakes
+                    .entry((s.tid, woken_tid, stack.clone()))
+                    .or_default();
+                e.0 += s.weight;
+                e.1 += 1;
+            }
+            if s.call {
+                let e = self.sites.entry((s.nr, stack)).or_default();
+                e.0 += s.weight;
+                e.1 += 1;
+            }
+        }
+    }
+
+    /// Every stack held, for symbolization.
+    pub fn stacks(&self) -> impl Iterator<Item = &UnwoundStack> {
+        self.sites
+            .keys()
+            .map(|(_, s)| s)
+            .chain(self.locks.keys().map(|(_, _, s)| s))
+            .chain(self.offcpu.keys().map(|(_, s)| s))
+            .chain(self.wakes.keys().map(|(_, _, s)| s))
+    }
+}
