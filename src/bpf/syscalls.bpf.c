@@ -114,7 +114,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 << 20); /* records are as long as the stack copied */
+	__uint(max_entries, 8 << 20);
 } kt_events SEC(".maps");
 
 static __always_inline struct kt_kernel_loss *loss(void)
