@@ -32,6 +32,7 @@ pub struct ThreadUsage {
     pub sys_ns: u64,
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
+    pub yields: u64,
     pub exited: bool,
     pub exit_code: i32,
 }
@@ -73,6 +74,7 @@ pub fn thread_usage(
                 involuntary_switches: end
                     .involuntary_switches
                     .saturating_sub(begin.involuntary_switches),
+                yields: end.yields.saturating_sub(begin.yields),
                 exited: end.exited,
                 exit_code: end.exit_code,
             }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod locks;
 pub mod model;
 pub mod names;
+pub mod polls;
 pub mod preflight;
 pub mod render;
 pub mod report;

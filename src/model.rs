@@ -60,6 +60,8 @@ pub struct ThreadCounters {
     pub involuntary_switches: u64,
     /// Task start (boot-based ns): with `tid`, identifies the thread.
     pub start_ns: u64,
+    /// sched_yield calls since tracked.
+    pub yields: u64,
 }
 
 impl ThreadCounters {
@@ -80,6 +82,24 @@ pub struct KernelLoss {
     pub lock_map_full: u64,
     pub lock_thread_map_full: u64,
     pub sched_map_full: u64,
+    pub poll_map_full: u64,
+}
+
+/// A process's calls of one poll-family syscall, summed over CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PollCounters {
+    pub pid: u32,
+    pub nr: u32,
+    pub calls: u64,
+    /// Fds passed, summed (epoll: the interest set's size).
+    pub fds: u64,
+    pub max_fds: u64,
+    /// Ready fds returned, summed.
+    pub ready: u64,
+    pub timeouts: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub cpu_ns: u64,
 }
 
 /// What a futex word or SysV semaphore is, as the kernel tells them apart.
@@ -212,6 +232,7 @@ pub struct KernelCounters {
     pub lock_waiters: Vec<(LockKey, u32, u64)>,
     pub offcpu: Vec<OffCpuCounters>,
     pub wakeups: Vec<WakeupCounters>,
+    pub polls: Vec<PollCounters>,
     pub loss: KernelLoss,
 }
 

@@ -20,11 +20,12 @@ use crate::aggregate::{ThreadUsage, thread_usage};
 use crate::collect::{Collector, Event};
 use crate::locks::{self, LockSite, name::LockName};
 use crate::model::{KernelCounters, KernelLoss, LockKey, OffReason, ThreadCounters, UnwoundStack};
+use crate::polls;
 use crate::preflight;
 use crate::report::build::{Inputs, SampledSite, build};
 use crate::report::{
-    Blocker, EndReason, LockReport, Loss, Mode, OffCpuThread, Profiler, Report, Sampling,
-    WakeupReport,
+    Blocker, EndReason, LockReport, Loss, Mode, OffCpuThread, PollReport, Profiler, Report,
+    Sampling, WakeupReport,
 };
 use crate::sched::{self, OffCpuSite, WakeSite};
 use crate::stacks::symbolize::Symbols;
@@ -283,12 +284,14 @@ fn loss(
         lock_map_full: kernel.lock_map_full,
         lock_thread_map_full: kernel.lock_thread_map_full,
         sched_map_full: kernel.sched_map_full,
+        poll_map_full: kernel.poll_map_full,
     }
 }
 
 /// What the analyses made of the counters and samples, symbolized.
 struct Analyses {
     sites: Vec<SampledSite>,
+    polls: Vec<PollReport>,
     locks: Vec<LockReport>,
     offcpu: Vec<OffCpuThread>,
     wakeups: Vec<WakeupReport>,
@@ -370,6 +373,15 @@ fn analyse(
                 samples,
             })
             .collect(),
+        polls: polls::build(
+            &kernel.polls,
+            &tally
+                .polls
+                .iter()
+                .map(|((pid, nr, stack), t)| (*pid, *nr, frames(stack), t.clone()))
+                .collect::<Vec<_>>(),
+            duration_ns,
+        ),
         locks,
         offcpu: sched::offcpu(&kernel.offcpu, &off_sites, &kinds, &comms),
         blockers: sched::blockers(&wakeups),
@@ -465,6 +477,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         kernel,
         threads,
         sites: analyses.sites,
+        polls: analyses.polls,
         locks: analyses.locks,
         offcpu: analyses.offcpu,
         wakeups: analyses.wakeups,

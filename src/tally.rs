@@ -18,6 +18,16 @@ pub struct LockTally {
     pub pids: BTreeSet<u32>,
 }
 
+/// Poll-family calls from one stack: weights, and weight x fds passed and
+/// weight x fds ready.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PollTally {
+    pub weight: u64,
+    pub weighted_fds: u128,
+    pub weighted_ready: u128,
+    pub samples: u64,
+}
+
 /// Where a thread slept: process, thread, syscall, lock waited on.
 pub type OffCpuKey = (u32, u32, u32, Option<LockKey>);
 
@@ -31,6 +41,8 @@ pub struct SampleTally {
     pub offcpu: HashMap<(OffCpuKey, UnwoundStack), (u64, u64)>,
     /// (waker tid, woken tid, stack) -> (wake-ups stood for, samples).
     pub wakes: HashMap<(u32, u32, UnwoundStack), (u64, u64)>,
+    /// (pid, syscall, stack) -> poll-family calls stood for.
+    pub polls: HashMap<(u32, u32, UnwoundStack), PollTally>,
     pub count: u64,
 }
 
@@ -62,6 +74,13 @@ impl SampleTally {
                 e.0 += s.weight;
                 e.1 += 1;
             }
+            if let Some((fds, ready)) = s.poll {
+                let e = self.polls.entry((s.pid, s.nr, stack.clone())).or_default();
+                e.weight += s.weight;
+                e.weighted_fds += s.weight as u128 * fds as u128;
+                e.weighted_ready += s.weight as u128 * ready as u128;
+                e.samples += 1;
+            }
             if s.call {
                 let e = self.sites.entry((s.nr, stack)).or_default();
                 e.0 += s.weight;
@@ -78,5 +97,6 @@ impl SampleTally {
             .chain(self.locks.keys().map(|(_, _, s)| s))
             .chain(self.offcpu.keys().map(|(_, s)| s))
             .chain(self.wakes.keys().map(|(_, _, s)| s))
+            .chain(self.polls.keys().map(|(_, _, s)| s))
     }
 }

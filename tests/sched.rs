@@ -93,3 +93,76 @@ fn a_second_blocked_in_read_is_io_wait_ended_by_the_writer() {
         p.stderr
     );
 }
+
+fn poll_report<'a>(r: &'a Report, syscall: &str) -> &'a kerntax::report::PollReport {
+    r.polls
+        .iter()
+        .find(|p| p.syscall == syscall)
+        .unwrap_or_else(|| panic!("no {syscall} in {:?}", r.polls))
+}
+
+#[test]
+fn poll_over_a_thousand_fds_with_one_ready_is_reported_exactly() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_waits(&["poll", "1000", "3000"]);
+    let poll = poll_report(&p.report, "poll");
+    assert_eq!(
+        (poll.calls, poll.max_fds, poll.timeouts, poll.errors),
+        (3000, 1000, 0, 0)
+    );
+    assert_eq!((poll.fds_per_call, poll.ready_per_call), (1000.0, 1.0));
+    assert_eq!(poll.ready_ratio, Some(0.001));
+    assert_eq!(poll.pid, p.report.target_pid);
+    let site = &poll.callsites[0];
+    assert!(has_frame(&site.frames, "poll_loop"), "{:?}", site.frames);
+    assert_eq!(
+        (site.calls, site.fds_per_call, site.ready_per_call),
+        (3000, 1000.0, 1.0)
+    );
+    assert!(p.stderr.contains("I/O MULTIPLEXING"), "{}", p.stderr);
+}
+
+#[test]
+fn epoll_and_select_report_their_sets_and_readiness() {
+    if !bpf_available() {
+        return;
+    }
+    let e = run_waits(&["epoll", "1000", "3000"]);
+    let ep = poll_report(&e.report, "epoll_wait");
+    assert_eq!(
+        (ep.calls, ep.fds_per_call, ep.ready_per_call),
+        (3000, 1000.0, 1.0),
+        "interest set from epoll_ctl"
+    );
+    let s = run_waits(&["select", "300", "2000"]);
+    // glibc implements select() with pselect6.
+    let sel = poll_report(&s.report, "pselect6");
+    assert_eq!(
+        (sel.calls, sel.fds_per_call, sel.max_fds, sel.ready_per_call),
+        (2000, 300.0, 300, 1.0)
+    );
+    assert!(has_frame(&sel.callsites[0].frames, "select_loop"));
+}
+
+#[test]
+fn sched_yield_calls_are_counted_exactly_per_thread() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_waits(&["yield", "3", "20000"]);
+    let r = &p.report;
+    let yielders: Vec<_> = r.threads.iter().filter(|t| t.tid != r.target_pid).collect();
+    assert_eq!(yielders.len(), 3);
+    assert!(
+        yielders.iter().all(|t| t.yields == 20_000),
+        "{:?}",
+        r.threads
+    );
+    assert_eq!(syscall(r, "sched_yield").calls, 60_000);
+    assert!(has_frame(
+        &syscall(r, "sched_yield").callsites[0].frames,
+        "yielder"
+    ));
+}

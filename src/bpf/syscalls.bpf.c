@@ -37,6 +37,7 @@ extern struct vm_area_struct *bpf_iter_task_vma_next(struct bpf_iter_task_vma *i
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma *it) __ksym __weak;
 
 #define KT_VM_EXEC 0x4
+#define KT_NR_SCHED_YIELD 24
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -282,6 +283,7 @@ static __always_inline __u32 next_gap(__u64 seen)
 }
 
 #include "locks.bpf.h"
+#include "polls.bpf.h"
 #include "sched.bpf.h"
 
 /* Gives the current thread the storage its fork could not. */
@@ -321,9 +323,14 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 	seen = __sync_fetch_and_add(&st->calls, 1);
 	t->nr = nr;
 	t->lock_op = KT_LOCK_OP_NONE;
-	/* Lock operations are sampled per lock at their exit instead. */
+	if (nr == KT_NR_SCHED_YIELD)
+		t->yields++;
+	/* Lock operations and poll-family calls are sampled at their exit
+	 * instead, where what they did is known. */
 	if (is_lock_syscall(nr) && lock_enter(regs, t, nr) != KT_LOCK_OP_NONE) {
 		/* nothing more at the entry */
+	} else if (is_poll_syscall(nr)) {
+		poll_enter(regs, t, nr);
 	} else if (st->sample_countdown) {
 		st->sample_countdown--;
 	} else {
@@ -355,6 +362,10 @@ static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long
 	if (t->lock_op != KT_LOCK_OP_NONE) {
 		lock_exit(t, ret, d_ns, &smp);
 		t->lock_op = KT_LOCK_OP_NONE;
+	} else if (is_poll_syscall(t->nr)) {
+		poll_exit(t, ret, d_ns, &smp);
+	} else if (t->nr == KT_NR_EPOLL_CTL) {
+		epoll_ctl_exit(regs, ret);
 	}
 	if (slept && (sm = sampler())) {
 		sm->off_pending_ns += slept;
@@ -476,7 +487,8 @@ int BPF_PROG(kt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return 0;
 }
 
-static __always_inline void fill_record(struct kt_thread_record *r, struct task_struct *task)
+static __always_inline void fill_record(struct kt_thread_record *r, struct task_struct *task,
+					const struct kt_task *t)
 {
 	r->pid = BPF_CORE_READ(task, tgid);
 	r->tid = BPF_CORE_READ(task, pid);
@@ -489,6 +501,7 @@ static __always_inline void fill_record(struct kt_thread_record *r, struct task_
 	r->voluntary_switches = BPF_CORE_READ(task, nvcsw);
 	r->involuntary_switches = BPF_CORE_READ(task, nivcsw);
 	r->start_ns = BPF_CORE_READ(task, start_time);
+	r->yields = t ? t->yields : 0;
 }
 
 /*
@@ -555,8 +568,9 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 {
 	struct kt_thread_record r = {};
 	struct kt_thread_key key = {};
+	struct kt_task *t = bpf_task_storage_get(&kt_tasks, p, 0, 0);
 
-	if (!bpf_task_storage_get(&kt_tasks, p, 0, 0)) {
+	if (!t) {
 		__u32 tid = p->pid;
 
 		/* A thread that was to be adopted late exits before any syscall. */
@@ -571,7 +585,7 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 		bpf_map_delete_elem(&kt_tgids, &tgid);
 		emit_exit_maps(p);
 	}
-	fill_record(&r, p);
+	fill_record(&r, p, t);
 	r.exited = 1;
 	key.tid = r.tid;
 	key.start_ns = r.start_ns;
@@ -595,25 +609,26 @@ int kt_snapshot(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	struct kt_thread_record r = {};
 	__u32 tgid, ptgid, one = 1;
+	struct kt_task *t;
 
 	if (!task)
 		return 0;
 	tgid = task->tgid;
 	if (tgid == kt_self_tgid)
 		return 0;
-	if (bpf_task_storage_get(&kt_tasks, task, 0, 0))
-		goto record;
-	if (!bpf_map_lookup_elem(&kt_tgids, &tgid)) {
-		ptgid = BPF_CORE_READ(task, real_parent, tgid);
-		if (!bpf_map_lookup_elem(&kt_tgids, &ptgid))
-			return 0;
-		bpf_map_update_elem(&kt_tgids, &tgid, &one, BPF_ANY);
+	t = bpf_task_storage_get(&kt_tasks, task, 0, 0);
+	if (!t) {
+		if (!bpf_map_lookup_elem(&kt_tgids, &tgid)) {
+			ptgid = BPF_CORE_READ(task, real_parent, tgid);
+			if (!bpf_map_lookup_elem(&kt_tgids, &ptgid))
+				return 0;
+			bpf_map_update_elem(&kt_tgids, &tgid, &one, BPF_ANY);
+		}
+		t = bpf_task_storage_get(&kt_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!t)
+			count_loss(task_storage_failed);
 	}
-	if (!bpf_task_storage_get(&kt_tasks, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
-		count_loss(task_storage_failed);
-	}
-record:
-	fill_record(&r, task);
+	fill_record(&r, task, t);
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }

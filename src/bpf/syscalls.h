@@ -11,6 +11,7 @@
 #define KT_SYSCALLS_H
 
 #include "locks.h"
+#include "polls.h"
 #include "sched.h"
 
 /* Syscall numbers above this are counted as loss (x86_64 has ~470). */
@@ -61,6 +62,9 @@ struct kt_task {
 	__u32 _pad2;
 	__u64 woken_ns;          /* when the current sleep was ended by a wake-up */
 	struct kt_wakeup_key waker;
+	__u32 poll_fds;          /* fds the poll-family call in flight waits on */
+	__u32 _pad3;
+	__u64 yields;            /* sched_yield calls */
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */
@@ -74,6 +78,7 @@ struct kt_kernel_loss {
 	__u64 lock_map_full;         /* a lock operation on a lock with no room */
 	__u64 lock_thread_map_full;  /* a waiter not counted as distinct */
 	__u64 sched_map_full;        /* off-CPU or wake-up time with no room */
+	__u64 poll_map_full;         /* a poll-family call with no room */
 };
 
 enum kt_event_kind {
@@ -99,6 +104,7 @@ struct kt_event_header {
 #define KT_SAMPLE_LOCK 2    /* stands for `weight` operations on `lock` */
 #define KT_SAMPLE_OFFCPU 4  /* stands for `off_ns` of sleep inside syscall nr */
 #define KT_SAMPLE_WAKE 8    /* stands for `weight` wake-ups of woken_tid */
+#define KT_SAMPLE_POLL 16   /* a poll-family call: poll_fds passed, poll_ready ready */
 
 /* A sampled user stack and what it stands for (KT_SAMPLE_* roles): taken at
  * a syscall's entry (calls), its exit (lock operations, sleep), or a wake. */
@@ -109,6 +115,8 @@ struct kt_stack_sample {
 	__u32 flags;
 	__u32 woken_pid;
 	__u32 woken_tid;
+	__u32 poll_fds;
+	__u32 poll_ready;
 	__u32 _pad;
 	__u64 off_ns;
 	struct kt_lock_sample lock;
@@ -190,6 +198,7 @@ struct kt_thread_record {
 	__u64 voluntary_switches;
 	__u64 involuntary_switches;
 	__u64 start_ns;    /* task start, boot-based: tells a reused tid apart */
+	__u64 yields;      /* sched_yield calls since tracked */
 };
 
 #endif

@@ -22,6 +22,7 @@ const KT_SAMPLE_CALL: u32 = 1;
 const KT_SAMPLE_LOCK: u32 = 2;
 const KT_SAMPLE_OFFCPU: u32 = 4;
 const KT_SAMPLE_WAKE: u32 = 8;
+const KT_SAMPLE_POLL: u32 = 16;
 
 /// A mapping of an exiting process: a file's, the anonymous one right after
 /// a file's (its .bss), or the heap.
@@ -58,6 +59,8 @@ pub struct StackSample {
     /// Role: stands for `weight` wake-ups of this (pid, tid) by the sampled
     /// thread.
     pub woken: Option<(u32, u32)>,
+    /// A poll-family call: (fds passed, fds ready).
+    pub poll: Option<(u32, u32)>,
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
@@ -171,6 +174,7 @@ impl Event {
                         0
                     },
                     woken: (ev.flags & KT_SAMPLE_WAKE != 0).then_some((ev.woken_pid, ev.woken_tid)),
+                    poll: (ev.flags & KT_SAMPLE_POLL != 0).then_some((ev.poll_fds, ev.poll_ready)),
                     ip: ev.ip,
                     sp: ev.sp,
                     bp: ev.bp,

@@ -21,8 +21,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Iter, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
 use crate::model::{
-    KernelCounters, KernelLoss, LockCounters, OffCpuCounters, OffReason, SyscallCounters,
-    ThreadCounters, WakeupCounters,
+    KernelCounters, KernelLoss, LockCounters, OffCpuCounters, OffReason, PollCounters,
+    SyscallCounters, ThreadCounters, WakeupCounters,
 };
 use bpf::types;
 pub use events::Event;
@@ -37,6 +37,8 @@ unsafe impl plain::Plain for types::kt_lock_thread_key {}
 unsafe impl plain::Plain for types::kt_offcpu_key {}
 unsafe impl plain::Plain for types::kt_wakeup_key {}
 unsafe impl plain::Plain for types::kt_time_count {}
+unsafe impl plain::Plain for types::kt_poll_key {}
+unsafe impl plain::Plain for types::kt_poll_stats {}
 
 /// User stack bytes copied per sample (the BPF side's KT_STACK_BYTES).
 pub const STACK_BYTES: usize =
@@ -306,6 +308,34 @@ impl<'obj> Collector<'obj> {
             });
         }
 
+        let mut polls = Vec::new();
+        for key in maps.kt_polls.keys() {
+            let mut k = types::kt_poll_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("poll key size");
+            let mut c = PollCounters {
+                pid: k.pid,
+                nr: k.nr,
+                ..Default::default()
+            };
+            for bytes in maps
+                .kt_polls
+                .lookup_percpu(&key, MapFlags::ANY)?
+                .unwrap_or_default()
+            {
+                let mut v = types::kt_poll_stats::default();
+                plain::copy_from_bytes(&mut v, &bytes).expect("poll stats size");
+                c.calls += v.calls;
+                c.fds += v.fds;
+                c.max_fds = c.max_fds.max(v.max_fds);
+                c.ready += v.ready;
+                c.timeouts += v.timeouts;
+                c.errors += v.errors;
+                c.total_ns += v.total_ns;
+                c.cpu_ns += v.cpu_ns;
+            }
+            polls.push(c);
+        }
+
         let mut loss = KernelLoss::default();
         let per_cpu = maps
             .kt_loss
@@ -322,6 +352,7 @@ impl<'obj> Collector<'obj> {
             loss.lock_map_full += l.lock_map_full;
             loss.lock_thread_map_full += l.lock_thread_map_full;
             loss.sched_map_full += l.sched_map_full;
+            loss.poll_map_full += l.poll_map_full;
         }
         Ok(KernelCounters {
             syscalls,
@@ -331,6 +362,7 @@ impl<'obj> Collector<'obj> {
             lock_waiters,
             offcpu,
             wakeups,
+            polls,
             loss,
         })
     }
@@ -410,5 +442,6 @@ fn thread_counters(bytes: &[u8]) -> ThreadCounters {
         voluntary_switches: r.voluntary_switches,
         involuntary_switches: r.involuntary_switches,
         start_ns: r.start_ns,
+        yields: r.yields,
     }
 }

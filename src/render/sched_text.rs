@@ -109,3 +109,41 @@ pub(crate) fn wakeups(r: &Report, out: &mut String) {
         );
     }
 }
+
+pub(crate) fn polls(r: &Report, out: &mut String) {
+    if r.polls.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<28} {:>9} {:>9} {:>9} {:>10} {:>7} {:>9} {:>10}",
+        "I/O MULTIPLEXING",
+        "CALLS",
+        "CALLS/S",
+        "FDS/CALL",
+        "READY/CALL",
+        "READY",
+        "TIMEOUTS",
+        "SYS CPU"
+    );
+    for p in r.polls.iter().take(WAKEUPS_SHOWN) {
+        let ready = p
+            .ready_ratio
+            .map_or_else(|| "-".to_string(), |x| format!("{:.1}%", x * 100.0));
+        let _ = writeln!(
+            out,
+            "{:<28} {:>9} {:>9} {:>9.1} {:>10.1} {:>7} {:>9} {:>10}",
+            format!("{} (pid {})", p.syscall, p.pid),
+            count(p.calls),
+            super::text::rate(p.calls_per_s),
+            p.fds_per_call,
+            p.ready_per_call,
+            ready,
+            count(p.timeouts),
+            duration(p.cpu_ns)
+        );
+        if let Some(site) = p.callsites.first() {
+            stack(out, "at", &site.frames);
+        }
+    }
+}

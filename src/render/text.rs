@@ -219,6 +219,7 @@ pub fn render(r: &Report, color: bool) -> String {
     super::locks_text::locks(r, &mut out);
     super::sched_text::offcpu(r, &mut out);
     super::sched_text::wakeups(r, &mut out);
+    super::sched_text::polls(r, &mut out);
     syscalls(r, &mut out);
     footer(r, &mut out);
     out

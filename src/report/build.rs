@@ -31,6 +31,7 @@ pub struct Inputs {
     pub offcpu: Vec<OffCpuThread>,
     pub wakeups: Vec<WakeupReport>,
     pub blockers: Vec<Blocker>,
+    pub polls: Vec<PollReport>,
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
@@ -192,6 +193,7 @@ pub fn build(inp: Inputs) -> Report {
             sys_ns: t.sys_ns,
             voluntary_switches: t.voluntary_switches,
             involuntary_switches: t.involuntary_switches,
+            yields: t.yields,
             exited: t.exited,
         })
         .collect();
@@ -217,6 +219,7 @@ pub fn build(inp: Inputs) -> Report {
         offcpu: inp.offcpu,
         wakeups: inp.wakeups,
         blockers: inp.blockers,
+        polls: inp.polls,
         sampling: inp.sampling,
         loss: inp.loss,
         profiler: inp.profiler,
@@ -230,6 +233,7 @@ pub(crate) mod tests {
 
     fn usage(pid: u32, tid: u32, user: u64, sys: u64, exited: bool, exit_code: i32) -> ThreadUsage {
         ThreadUsage {
+            yields: 0,
             tid,
             pid,
             ppid: 1,
@@ -359,6 +363,7 @@ pub(crate) mod tests {
             offcpu: vec![],
             wakeups: vec![],
             blockers: vec![],
+            polls: vec![],
             sampling: Sampling {
                 stack_samples: 100,
                 policy: "test".into(),

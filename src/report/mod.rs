@@ -61,6 +61,9 @@ pub struct Report {
     /// Threads whose wake-ups ended the most waiting by others: what the
     /// rest wait on (from the wake-up graph).
     pub blockers: Vec<Blocker>,
+    /// poll/select/epoll efficiency per process and syscall, most system
+    /// time first.
+    pub polls: Vec<PollReport>,
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
@@ -101,6 +104,8 @@ pub struct ThreadReport {
     pub sys_ns: u64,
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
+    /// sched_yield calls.
+    pub yields: u64,
     pub exited: bool,
 }
 
@@ -292,6 +297,41 @@ pub struct Blocker {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PollReport {
+    pub pid: u32,
+    pub syscall: String,
+    /// Exact, like the figures below.
+    pub calls: u64,
+    /// Fds passed per call (epoll: the interest set's size, from the
+    /// epoll_ctl calls seen while profiling).
+    pub fds_per_call: f64,
+    pub max_fds: u64,
+    /// Ready fds returned per call.
+    pub ready_per_call: f64,
+    /// ready_per_call / fds_per_call: the share of the scan that found work.
+    pub ready_ratio: Option<f64>,
+    /// Calls that returned nothing ready (timeouts).
+    pub timeouts: u64,
+    pub errors: u64,
+    pub calls_per_s: f64,
+    pub total_ns: u64,
+    /// System time: on CPU inside the calls.
+    pub cpu_ns: u64,
+    /// By call site, most calls first; figures from weighted samples.
+    pub callsites: Vec<PollSite>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PollSite {
+    pub frames: Vec<String>,
+    pub calls: u64,
+    pub fds_per_call: f64,
+    pub ready_per_call: f64,
+    pub samples: u64,
+    pub estimated: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
     pub stack_samples: u64,
     /// How entries are chosen for a stack.
@@ -329,6 +369,8 @@ pub struct Loss {
     pub lock_thread_map_full: u64,
     /// Off-CPU or wake-up time with no room in its map.
     pub sched_map_full: u64,
+    /// Poll-family calls with no room in their map.
+    pub poll_map_full: u64,
 }
 
 impl Loss {
