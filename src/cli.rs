@@ -32,6 +32,10 @@ struct ProfileArgs {
     /// Stop profiling after SECS seconds (a `run` command is then sent SIGTERM).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     duration: Option<Duration>,
+    /// On-CPU samples per second on each CPU (0: no CPU sampling).
+    #[arg(long, value_name = "HZ", default_value_t = crate::session::DEFAULT_CPU_HZ,
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    sample_hz: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -87,13 +91,11 @@ pub fn stdout_is_tty() -> bool {
 }
 
 fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i32> {
-    let outcome = session::profile(
-        what,
-        &Options {
-            duration: opts.duration,
-        },
-        started,
-    )?;
+    let options = Options {
+        duration: opts.duration,
+        cpu_hz: opts.sample_hz,
+    };
+    let outcome = session::profile(what, &options, started)?;
     // Like strace -c and perf stat: the report goes to stderr, leaving the
     // command's own stdout alone. Printed before the JSON is written, so a
     // bad --json path still leaves the user with the report.

@@ -7,6 +7,7 @@
 pub mod aggregate;
 pub mod cli;
 pub mod collect;
+pub mod cpu;
 pub mod demo;
 pub mod error;
 pub mod locks;

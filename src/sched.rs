@@ -43,8 +43,14 @@ pub fn reason_of(reason: &OffReason, kinds: &HashMap<LockKey, LockKind>) -> OffC
     }
 }
 
+/// Stacks by frames: (time or count they stand for, samples).
+type StackSums = BTreeMap<Vec<String>, (u64, u64)>;
+
+/// Per (thread, reason): the process, time, count and time by syscall.
+type ReasonSums = BTreeMap<(u32, OffCpuReason), (u32, u64, u64, BTreeMap<String, u64>)>;
+
 /// Scales sampled stacks so they add up to the exact `total`.
-fn scale_stacks(mut stacks: BTreeMap<Vec<String>, (u64, u64)>, total: u64) -> Vec<TimedStack> {
+fn scale_stacks(mut stacks: StackSums, total: u64) -> Vec<TimedStack> {
     let sampled: u64 = stacks.values().map(|v| v.0).sum();
     let exact = sampled == total;
     let mut out: Vec<TimedStack> = std::mem::take(&mut stacks)
@@ -82,8 +88,7 @@ pub fn offcpu(
     comms: &HashMap<u32, String>,
 ) -> Vec<OffCpuThread> {
     // (tid, reason) -> (pid, ns, count, ns by syscall)
-    let mut per: BTreeMap<(u32, OffCpuReason), (u32, u64, u64, BTreeMap<String, u64>)> =
-        BTreeMap::new();
+    let mut per: ReasonSums = BTreeMap::new();
     for c in counters {
         let reason = reason_of(&c.reason, kinds);
         let e = per.entry((c.tid, reason)).or_default();
@@ -94,8 +99,7 @@ pub fn offcpu(
             *e.3.entry(syscall_name(nr)).or_default() += c.ns;
         }
     }
-    let mut site_stacks: HashMap<(u32, OffCpuReason), BTreeMap<Vec<String>, (u64, u64)>> =
-        HashMap::new();
+    let mut site_stacks: HashMap<(u32, OffCpuReason), StackSums> = HashMap::new();
     for s in sites {
         let e = site_stacks
             .entry((s.tid, reason_of(&s.reason, kinds)))
@@ -174,7 +178,7 @@ pub fn wakeups(
 ) -> Vec<WakeupReport> {
     // The same edge may appear once per waker syscall: one report per edge
     // and mechanism.
-    let mut stacks: HashMap<(u32, u32), BTreeMap<Vec<String>, (u64, u64)>> = HashMap::new();
+    let mut stacks: HashMap<(u32, u32), StackSums> = HashMap::new();
     for s in sites {
         let e = stacks
             .entry((s.waker_tid, s.woken_tid))

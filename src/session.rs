@@ -18,17 +18,18 @@ use anyhow::{Context, Result};
 
 use crate::aggregate::{ThreadUsage, thread_usage};
 use crate::collect::{Collector, Event};
+use crate::cpu::{self, CpuSite};
 use crate::locks::{self, LockSite, name::LockName};
 use crate::model::{KernelCounters, KernelLoss, LockKey, OffReason, ThreadCounters, UnwoundStack};
 use crate::polls;
 use crate::preflight;
 use crate::report::build::{Inputs, SampledSite, build};
 use crate::report::{
-    Blocker, EndReason, LockReport, Loss, Mode, OffCpuThread, PollReport, Profiler, Report,
-    Sampling, WakeupReport,
+    Blocker, CpuProfile, EndReason, LockReport, Loss, Mode, OffCpuThread, PollReport, Profiler,
+    Report, Sampling, SpinReport, WakeupReport,
 };
 use crate::sched::{self, OffCpuSite, WakeSite};
-use crate::stacks::symbolize::Symbols;
+use crate::stacks::symbolize::{Symbols, kernel_names};
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
 use crate::target::{ExitStatus, Target};
@@ -38,9 +39,23 @@ pub enum What {
     Attach(u32),
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Options {
     pub duration: Option<Duration>,
+    /// On-CPU samples per second and CPU; 0 turns CPU sampling off.
+    pub cpu_hz: u64,
+}
+
+/// The default on-CPU sampling rate: off the beat of 100 Hz timers.
+pub const DEFAULT_CPU_HZ: u64 = 99;
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            duration: None,
+            cpu_hz: DEFAULT_CPU_HZ,
+        }
+    }
 }
 
 pub struct Outcome {
@@ -291,6 +306,8 @@ fn loss(
 /// What the analyses made of the counters and samples, symbolized.
 struct Analyses {
     sites: Vec<SampledSite>,
+    cpu_samples: CpuProfile,
+    spin: SpinReport,
     polls: Vec<PollReport>,
     locks: Vec<LockReport>,
     offcpu: Vec<OffCpuThread>,
@@ -302,9 +319,11 @@ struct Analyses {
 fn analyse(
     kernel: &KernelCounters,
     tally: &SampleTally,
+    kernel_stacks: &HashMap<i32, Vec<u64>>,
     unwinding: &mut Unwinding,
     threads: &[ThreadUsage],
     duration_ns: u64,
+    cpu_hz: u64,
 ) -> Analyses {
     let symbols = Symbols::resolve(&unwinding.modules, tally.stacks().flat_map(|s| &s.frames));
     let frames = |s: &UnwoundStack| symbols.stack(&s.frames);
@@ -362,6 +381,24 @@ fn analyse(
         )
         .collect();
     let wakeups = sched::wakeups(&kernel.wakeups, &wake_sites, &comms);
+    let mut kernel_unresolved = 0;
+    let addrs: Vec<u64> = kernel_stacks.values().flatten().copied().collect();
+    let knames = kernel_names(&addrs, &mut kernel_unresolved);
+    let cpu_sites: Vec<CpuSite> = tally
+        .cpu
+        .iter()
+        .map(|((_, c, stack), &samples)| CpuSite {
+            in_kernel: c.in_kernel,
+            spinning: c.spinning,
+            user_frames: frames(stack),
+            kernel_frames: c
+                .kernel_stack
+                .and_then(|id| kernel_stacks.get(&id))
+                .map(|ips| ips.iter().map(|ip| knames[ip].clone()).collect())
+                .unwrap_or_default(),
+            samples,
+        })
+        .collect();
     Analyses {
         sites: tally
             .sites
@@ -386,7 +423,9 @@ fn analyse(
         offcpu: sched::offcpu(&kernel.offcpu, &off_sites, &kinds, &comms),
         blockers: sched::blockers(&wakeups),
         wakeups,
-        unresolved_frames: symbols.unresolved,
+        cpu_samples: cpu::profile(&cpu_sites, cpu_hz),
+        spin: cpu::spin(&cpu_sites, threads, duration_ns),
+        unresolved_frames: symbols.unresolved + kernel_unresolved,
     }
 }
 
@@ -398,7 +437,8 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     preflight::check()?;
     let mut signals = Signals::new()?;
     let mut storage = MaybeUninit::uninit();
-    let mut collector = Collector::load(&mut storage).map_err(preflight::explain_load_failure)?;
+    let mut collector =
+        Collector::load(&mut storage, opts.cpu_hz).map_err(preflight::explain_load_failure)?;
 
     let (mode, command, mut target) = match &what {
         What::Run(argv) => {
@@ -447,6 +487,13 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let kernel = collector.counters()?;
     let undecodable = *collector.undecodable_events.borrow();
     let sampling_policy = collector.sampling_policy();
+    let kernel_stacks: HashMap<i32, Vec<u64>> = window
+        .tally
+        .cpu
+        .keys()
+        .filter_map(|(_, c, _)| c.kernel_stack)
+        .map(|id| (id, collector.kernel_stack(id)))
+        .collect();
     drop(collector);
     phases.mark("reading counters, unwinding the rest");
 
@@ -455,9 +502,11 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let analyses = analyse(
         &kernel,
         &window.tally,
+        &kernel_stacks,
         &mut unwinding,
         &threads,
         window.duration_ns,
+        opts.cpu_hz,
     );
     let loss = loss(
         &kernel.loss,
@@ -477,6 +526,8 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         kernel,
         threads,
         sites: analyses.sites,
+        cpu_samples: analyses.cpu_samples,
+        spin: analyses.spin,
         polls: analyses.polls,
         locks: analyses.locks,
         offcpu: analyses.offcpu,

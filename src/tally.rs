@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::collect::events::CpuSample;
 use crate::model::{LockKey, UnwoundStack};
 use crate::stacks::unwind::Unwound;
 
@@ -43,6 +44,8 @@ pub struct SampleTally {
     pub wakes: HashMap<(u32, u32, UnwoundStack), (u64, u64)>,
     /// (pid, syscall, stack) -> poll-family calls stood for.
     pub polls: HashMap<(u32, u32, UnwoundStack), PollTally>,
+    /// (tid, what the CPU sample saw, user stack) -> samples.
+    pub cpu: HashMap<(u32, CpuSample, UnwoundStack), u64>,
     pub count: u64,
 }
 
@@ -81,6 +84,9 @@ impl SampleTally {
                 e.weighted_ready += s.weight as u128 * ready as u128;
                 e.samples += 1;
             }
+            if let Some(cpu) = s.cpu {
+                *self.cpu.entry((s.tid, cpu, stack.clone())).or_default() += 1;
+            }
             if s.call {
                 let e = self.sites.entry((s.nr, stack)).or_default();
                 e.0 += s.weight;
@@ -98,5 +104,6 @@ impl SampleTally {
             .chain(self.offcpu.keys().map(|(_, s)| s))
             .chain(self.wakes.keys().map(|(_, _, s)| s))
             .chain(self.polls.keys().map(|(_, _, s)| s))
+            .chain(self.cpu.keys().map(|(_, _, s)| s))
     }
 }

@@ -166,3 +166,78 @@ fn sched_yield_calls_are_counted_exactly_per_thread() {
         "yielder"
     ));
 }
+
+#[test]
+fn a_cpu_bound_function_is_the_top_on_cpu_frame() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_waits(&["cpu", "600"]);
+    let c = &p.report.cpu_samples;
+    assert_eq!(c.frequency_hz, 99);
+    assert!(
+        c.samples >= 30,
+        "about 59 samples in 0.6 s at 99 Hz: {}",
+        c.samples
+    );
+    assert_eq!(c.functions[0].name, "burn_cpu", "{:?}", &c.functions[..3]);
+    assert!(
+        c.functions[0].self_user * 10 >= c.samples * 8,
+        "{:?}",
+        c.functions[0]
+    );
+    assert_eq!(
+        c.folded[0]
+            .frames
+            .last()
+            .map(|f| f.starts_with("burn_cpu ")),
+        Some(true)
+    );
+    assert_eq!(
+        p.report.spin.spin_samples, 0,
+        "a busy loop without PAUSE is work, not spinning"
+    );
+    assert!(p.stderr.contains("ON-CPU"));
+}
+
+#[test]
+fn spinning_on_a_spinlock_is_told_apart_from_work() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_waits(&["spin", "600"]);
+    let s = &p.report.spin;
+    assert!(s.spin_share > 0.8, "{s:?}");
+    let top = &s.spin_stacks[0].frames;
+    assert!(top.iter().any(|f| f.starts_with("spin_waiter ")), "{top:?}");
+}
+
+#[test]
+fn kernel_frames_show_where_system_time_goes() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_waits(&["pingpong", "60000"]);
+    let c = &p.report.cpu_samples;
+    assert!(c.kernel_samples > 0);
+    assert!(
+        c.functions
+            .iter()
+            .any(|f| f.name.ends_with(" [k]") && f.self_kernel > 0),
+        "{:?}",
+        c.functions
+    );
+    // Kernel frames sit under the user frames that made the syscall.
+    let k = c
+        .folded
+        .iter()
+        .find(|f| f.frames.last().is_some_and(|x| x.ends_with(" [k]")))
+        .unwrap();
+    assert!(
+        k.frames
+            .iter()
+            .any(|f| f.starts_with("ponger ") || f.starts_with("main ")),
+        "{:?}",
+        k.frames
+    );
+}

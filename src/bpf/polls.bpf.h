@@ -50,26 +50,26 @@ static __always_inline __u32 popcount64(__u64 x)
 	return (x * 0x0101010101010101ULL) >> 56;
 }
 
-/* fds in a select() set of nfds bits. */
-static __always_inline __u32 fd_set_count(const void *set, __u32 nfds)
+/*
+ * fds in a select() set of nfds bits. A global function, so the verifier
+ * checks it once, and branch-free over the words (unread ones stay zero).
+ */
+__noinline __u32 kt_fd_set_count(__u64 set, __u32 nfds)
 {
 	__u64 words[KT_FD_SET_WORDS] = {};
-	__u32 n = (nfds + 63) / 64, count = 0;
+	__u32 n = (nfds + 63) / 64, count = 0, last;
 
 	if (!set || !n)
 		return 0;
 	if (n > KT_FD_SET_WORDS)
 		n = KT_FD_SET_WORDS;
-	if (bpf_probe_read_user(words, n * 8, set) != 0)
+	if (bpf_probe_read_user(words, n * 8, (void *)set) != 0)
 		return 0;
-	for (int i = 0; i < KT_FD_SET_WORDS; i++) {
-		__u64 w = words[i];
-
-		if (i == n - 1 && nfds % 64)
-			w &= (1ULL << (nfds % 64)) - 1;
-		if (i < n)
-			count += popcount64(w);
-	}
+	last = (n - 1) & (KT_FD_SET_WORDS - 1);
+	if (nfds % 64 && nfds <= KT_FD_SET_WORDS * 64)
+		words[last] &= (1ULL << (nfds % 64)) - 1;
+	for (int i = 0; i < KT_FD_SET_WORDS; i++)
+		count += popcount64(words[i]);
 	return count;
 }
 
@@ -83,8 +83,8 @@ static __noinline void poll_enter(struct pt_regs *regs, struct kt_task *t, __u32
 	} else if (nr == KT_NR_SELECT || nr == KT_NR_PSELECT6) {
 		__u32 nfds = regs->di;
 
-		fds = fd_set_count((void *)regs->si, nfds) + fd_set_count((void *)regs->dx, nfds) +
-		      fd_set_count((void *)regs->r10, nfds);
+		fds = kt_fd_set_count(regs->si, nfds) + kt_fd_set_count(regs->dx, nfds) +
+		      kt_fd_set_count(regs->r10, nfds);
 	} else {
 		struct kt_epoll_key k = { .pid = bpf_get_current_pid_tgid() >> 32, .epfd = regs->di };
 		__s64 *size = bpf_map_lookup_elem(&kt_epoll_sizes, &k);

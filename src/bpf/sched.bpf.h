@@ -137,7 +137,8 @@ static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_ke
 	smp.woken_tid = w->woken_tid;
 	sm->wake_gap = next_gap(++sm->wakes_seen);
 	sm->wake_countdown = sm->wake_gap;
-	sample_stack((struct pt_regs *)bpf_task_pt_regs(cur), &smp);
+	set_user_regs(&smp, (struct pt_regs *)bpf_task_pt_regs(cur));
+	sample_stack(&smp);
 }
 
 /*

@@ -225,21 +225,19 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
 /*
  * Copy the registers and top of the user stack so user space can unwind with
  * the binaries' own .eh_frame (libc and -O2 code keep no frame pointers).
- * `s` says what the sample stands for; this fills in the rest.
+ * `s` says what the sample stands for and has the user registers
+ * (set_user_regs); this fills in the rest.
  */
-static __noinline void sample_stack(struct pt_regs *regs, struct kt_stack_sample *s)
+static __noinline void sample_stack(struct kt_stack_sample *s)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 sp = regs->sp, len = stack_span(task, sp);
+	__u64 sp = s->sp, len = stack_span(task, sp);
 	struct kt_stack_event *ev;
 
 	s->hdr.kind = KT_EV_STACK;
 	s->hdr.pid = pid_tgid >> 32;
 	s->hdr.tid = (__u32)pid_tgid;
-	s->ip = regs->ip;
-	s->sp = sp;
-	s->bp = regs->bp;
 	if (len > KT_STACK_BYTES)
 		len = KT_STACK_BYTES;
 	if (bpf_probe_read_user_dynptr) {
@@ -258,6 +256,13 @@ static __noinline void sample_stack(struct pt_regs *regs, struct kt_stack_sample
 	s->stack_len = len;
 	ev->s = *s;
 	bpf_ringbuf_submit(ev, 0);
+}
+
+static __always_inline void set_user_regs(struct kt_stack_sample *s, struct pt_regs *regs)
+{
+	s->ip = regs->ip;
+	s->sp = regs->sp;
+	s->bp = regs->bp;
 }
 
 static __always_inline struct kt_sampler *sampler(void)
@@ -285,6 +290,7 @@ static __always_inline __u32 next_gap(__u64 seen)
 #include "locks.bpf.h"
 #include "polls.bpf.h"
 #include "sched.bpf.h"
+#include "cpu.bpf.h"
 
 /* Gives the current thread the storage its fork could not. */
 static __noinline struct kt_task *adopt_late(void)
@@ -339,7 +345,8 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 		st->sample_gap = next_gap(seen + 1);
 		st->sample_countdown = st->sample_gap;
 		st->samples++;
-		sample_stack(regs, &smp);
+		set_user_regs(&smp, regs);
+		sample_stack(&smp);
 	}
 	t->enter_off_cpu_ns = t->off_cpu_ns;
 	/* Taken last so the sampling above is not billed to the syscall. */
@@ -375,8 +382,10 @@ static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long
 			sm->off_pending_ns = 0;
 		}
 	}
-	if (smp.flags)
-		sample_stack(regs, &smp);
+	if (smp.flags) {
+		set_user_regs(&smp, regs);
+		sample_stack(&smp);
+	}
 }
 
 SEC("tp_btf/sys_exit")

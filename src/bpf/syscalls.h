@@ -105,6 +105,9 @@ struct kt_event_header {
 #define KT_SAMPLE_OFFCPU 4  /* stands for `off_ns` of sleep inside syscall nr */
 #define KT_SAMPLE_WAKE 8    /* stands for `weight` wake-ups of woken_tid */
 #define KT_SAMPLE_POLL 16   /* a poll-family call: poll_fds passed, poll_ready ready */
+#define KT_SAMPLE_CPU 32    /* an on-CPU sample (nr: the syscall it was in, if any) */
+#define KT_SAMPLE_IN_KERNEL 64 /* ... taken in the kernel: kstack_id has its stack */
+#define KT_SAMPLE_SPIN 128  /* ... at a spin-wait (PAUSE) loop in user code */
 
 /* A sampled user stack and what it stands for (KT_SAMPLE_* roles): taken at
  * a syscall's entry (calls), its exit (lock operations, sleep), or a wake. */
@@ -117,7 +120,7 @@ struct kt_stack_sample {
 	__u32 woken_tid;
 	__u32 poll_fds;
 	__u32 poll_ready;
-	__u32 _pad;
+	__s32 kstack_id;   /* KT_SAMPLE_IN_KERNEL: key in kt_kstacks, < 0 if none */
 	__u64 off_ns;
 	struct kt_lock_sample lock;
 	__u64 ip;

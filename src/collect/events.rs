@@ -23,6 +23,9 @@ const KT_SAMPLE_LOCK: u32 = 2;
 const KT_SAMPLE_OFFCPU: u32 = 4;
 const KT_SAMPLE_WAKE: u32 = 8;
 const KT_SAMPLE_POLL: u32 = 16;
+const KT_SAMPLE_CPU: u32 = 32;
+const KT_SAMPLE_IN_KERNEL: u32 = 64;
+const KT_SAMPLE_SPIN: u32 = 128;
 
 /// A mapping of an exiting process: a file's, the anonymous one right after
 /// a file's (its .bss), or the heap.
@@ -61,11 +64,23 @@ pub struct StackSample {
     pub woken: Option<(u32, u32)>,
     /// A poll-family call: (fds passed, fds ready).
     pub poll: Option<(u32, u32)>,
+    /// Role: one on-CPU sample.
+    pub cpu: Option<CpuSample>,
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
     /// User stack bytes starting at `sp`.
     pub stack: Vec<u8>,
+}
+
+/// What an on-CPU sample saw besides the user stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CpuSample {
+    /// The kernel's stack (key in the stack map) when it ran kernel code.
+    pub kernel_stack: Option<i32>,
+    pub in_kernel: bool,
+    /// At a spin-wait (PAUSE) loop in user code.
+    pub spinning: bool,
 }
 
 impl StackSample {
@@ -175,6 +190,11 @@ impl Event {
                     },
                     woken: (ev.flags & KT_SAMPLE_WAKE != 0).then_some((ev.woken_pid, ev.woken_tid)),
                     poll: (ev.flags & KT_SAMPLE_POLL != 0).then_some((ev.poll_fds, ev.poll_ready)),
+                    cpu: (ev.flags & KT_SAMPLE_CPU != 0).then_some(CpuSample {
+                        kernel_stack: (ev.kstack_id >= 0).then_some(ev.kstack_id),
+                        in_kernel: ev.flags & KT_SAMPLE_IN_KERNEL != 0,
+                        spinning: ev.flags & KT_SAMPLE_SPIN != 0,
+                    }),
                     ip: ev.ip,
                     sp: ev.sp,
                     bp: ev.bp,

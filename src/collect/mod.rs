@@ -6,6 +6,7 @@
 //! plain types of `crate::model`.
 
 pub mod bpf;
+mod cpu;
 pub mod events;
 
 use std::cell::RefCell;
@@ -48,6 +49,7 @@ pub const STACK_BYTES: usize =
 pub type EventQueue = Rc<RefCell<Vec<Event>>>;
 
 pub struct Collector<'obj> {
+    cpu: Option<cpu::CpuSampler>,
     skel: bpf::SyscallsSkel<'obj>,
     ring: RingBuffer<'static>,
     queue: EventQueue,
@@ -56,10 +58,11 @@ pub struct Collector<'obj> {
 }
 
 impl<'obj> Collector<'obj> {
-    /// Loads and attaches the programs. Fails with the kernel's reason.
+    /// Loads and attaches the programs, sampling CPUs `cpu_hz` times a
+    /// second (0: not at all). Fails with the kernel's reason.
     /// libbpf's own log goes to stderr only with KERNTAX_DEBUG set: errors
     /// reach the user as one `kerntax:` line.
-    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, cpu_hz: u64) -> Result<Self> {
         let debug = std::env::var_os("KERNTAX_DEBUG").is_some();
         libbpf_rs::set_print(
             debug.then_some((libbpf_rs::PrintLevel::Debug, print_libbpf as fn(_, _))),
@@ -83,6 +86,7 @@ impl<'obj> Collector<'obj> {
         .context("opening the BPF object")?;
         // The snapshot iterator is attached on demand, once per snapshot.
         open.progs.kt_snapshot.set_autoattach(false);
+        open.progs.kt_cpu_sample.set_autoattach(false);
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.kt_self_tgid = std::process::id();
         }
@@ -90,6 +94,11 @@ impl<'obj> Collector<'obj> {
             .load()
             .context("loading the BPF programs into the kernel")?;
         skel.attach().context("attaching the BPF programs")?;
+        let cpu = if cpu_hz > 0 {
+            Some(cpu::CpuSampler::start(&skel.progs.kt_cpu_sample, cpu_hz)?)
+        } else {
+            None
+        };
 
         let queue: EventQueue = Rc::default();
         let undecodable_events: Rc<RefCell<u64>> = Rc::default();
@@ -106,6 +115,7 @@ impl<'obj> Collector<'obj> {
             .context("setting up the BPF ring buffer")?;
         let ring = builder.build().context("setting up the BPF ring buffer")?;
         Ok(Collector {
+            cpu,
             skel,
             ring,
             queue,
@@ -148,6 +158,23 @@ impl<'obj> Collector<'obj> {
         Ok(bytes.chunks_exact(record).map(thread_counters).collect())
     }
 
+    /// The kernel stack (innermost first) recorded under `id` by a CPU sample.
+    pub fn kernel_stack(&self, id: i32) -> Vec<u64> {
+        let Ok(Some(bytes)) = self
+            .skel
+            .maps
+            .kt_kstacks
+            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+        else {
+            return vec![];
+        };
+        bytes
+            .chunks_exact(8)
+            .map(read_u64)
+            .take_while(|&ip| ip != 0)
+            .collect()
+    }
+
     /// How syscall entries are chosen for a stack sample, in words.
     pub fn sampling_policy(&self) -> String {
         let rodata = self
@@ -182,6 +209,7 @@ impl<'obj> Collector<'obj> {
     /// Detaches the counting programs (the maps keep their contents) and
     /// returns the events still in the ring buffer.
     pub fn stop(&mut self) -> Result<Vec<Event>> {
+        self.cpu = None;
         self.skel.links = Default::default();
         self.ring
             .consume()

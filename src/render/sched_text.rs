@@ -60,11 +60,10 @@ pub(crate) fn offcpu(r: &Report, out: &mut String) {
             let _ = write!(out, " {:>10}", cell(t, reason));
         }
         out.push('\n');
-        if i < THREADS_WITH_STACKS {
-            if let Some(top) = t.reasons.iter().find(|x| !x.stacks.is_empty()) {
-                let label = reason_name(top.reason);
-                stack(out, label, &top.stacks[0].frames);
-            }
+        if i < THREADS_WITH_STACKS
+            && let Some(top) = t.reasons.iter().find(|x| !x.stacks.is_empty())
+        {
+            stack(out, reason_name(top.reason), &top.stacks[0].frames);
         }
     }
     if r.offcpu.len() > THREADS_SHOWN {
@@ -82,8 +81,9 @@ pub(crate) fn wakeups(r: &Report, out: &mut String) {
     }
     let _ = writeln!(
         out,
-        "\n{:<44} {:>9} {:>11}  {}",
-        "WAKE-UPS (waker -> woken)", "COUNT", "ENDED WAIT", "HOW"
+        "
+{:<44} {:>9} {:>11}  HOW",
+        "WAKE-UPS (waker -> woken)", "COUNT", "ENDED WAIT"
     );
     for w in r.wakeups.iter().take(WAKEUPS_SHOWN) {
         let edge = format!(
@@ -145,5 +145,60 @@ pub(crate) fn polls(r: &Report, out: &mut String) {
         if let Some(site) = p.callsites.first() {
             stack(out, "at", &site.frames);
         }
+    }
+}
+
+const FUNCTIONS_SHOWN: usize = 10;
+
+pub(crate) fn cpu(r: &Report, out: &mut String) {
+    let c = &r.cpu_samples;
+    if c.samples == 0 {
+        return;
+    }
+    let pct = |n: u64| n as f64 * 100.0 / c.samples as f64;
+    let _ = writeln!(
+        out,
+        "\nON-CPU: {} Hz, {} samples, {:.0}% user, {:.0}% kernel",
+        c.frequency_hz,
+        count(c.samples),
+        pct(c.user_samples),
+        pct(c.kernel_samples)
+    );
+    let _ = writeln!(
+        out,
+        "{:<60} {:>7} {:>7} {:>7}",
+        "FUNCTION", "SELF", "KERNEL", "TOTAL"
+    );
+    for f in c.functions.iter().take(FUNCTIONS_SHOWN) {
+        let _ = writeln!(
+            out,
+            "{:<60} {:>6.1}% {:>6.1}% {:>6.1}%",
+            f.name,
+            pct(f.self_user + f.self_kernel),
+            pct(f.self_kernel),
+            pct(f.total)
+        );
+    }
+    let s = &r.spin;
+    if s.spin_samples > 0 {
+        let _ = writeln!(
+            out,
+            "spinning: {:.1}% of on-CPU samples at spin-wait loops",
+            s.spin_share * 100.0
+        );
+        if let Some(top) = s.spin_stacks.first() {
+            let frames: Vec<String> = top.frames.iter().rev().cloned().collect();
+            stack(out, "spins at", &frames);
+        }
+    }
+    for y in s.yields.iter().take(3) {
+        let _ = writeln!(
+            out,
+            "sched_yield: {} {} called it {} times ({})",
+            y.comm,
+            y.tid,
+            count(y.calls),
+            super::text::rate(y.calls_per_s)
+        );
     }
 }

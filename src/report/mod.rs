@@ -64,6 +64,10 @@ pub struct Report {
     /// poll/select/epoll efficiency per process and syscall, most system
     /// time first.
     pub polls: Vec<PollReport>,
+    /// Where the CPU time went: sampled user and kernel stacks.
+    pub cpu_samples: CpuProfile,
+    /// CPU burned spinning and sched_yield storms.
+    pub spin: SpinReport,
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
@@ -329,6 +333,56 @@ pub struct PollSite {
     pub ready_per_call: f64,
     pub samples: u64,
     pub estimated: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuProfile {
+    /// Samples per second on each CPU (0: sampling was off).
+    pub frequency_hz: u64,
+    pub samples: u64,
+    pub user_samples: u64,
+    pub kernel_samples: u64,
+    /// Folded stacks, outermost frame first, kernel frames marked `[k]`:
+    /// what flame graph tools read.
+    pub folded: Vec<FoldedStack>,
+    /// By function: samples where it was running (self) in user or kernel
+    /// mode, and where it was anywhere on the stack (total). Most total first.
+    pub functions: Vec<CpuFunction>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FoldedStack {
+    pub frames: Vec<String>,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CpuFunction {
+    pub name: String,
+    pub self_user: u64,
+    pub self_kernel: u64,
+    pub total: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpinReport {
+    /// On-CPU samples in user code at a spin-wait (PAUSE) loop.
+    pub spin_samples: u64,
+    /// Their share of all on-CPU samples of the target, 0..1.
+    pub spin_share: f64,
+    /// Where it spun, most samples first.
+    pub spin_stacks: Vec<FoldedStack>,
+    /// sched_yield calls by thread, most first (threads that made some).
+    pub yields: Vec<ThreadYields>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadYields {
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: String,
+    pub calls: u64,
+    pub calls_per_s: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

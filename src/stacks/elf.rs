@@ -185,6 +185,27 @@ impl framehop::ModuleSectionInfo<Bytes> for SectionInfo<'_> {
     }
 }
 
+/// kerntax's own vDSO, written to a file named vdso.so: every process on
+/// this kernel maps the same image, whose .eh_frame and symbols it has.
+fn vdso_file() -> Option<&'static std::path::Path> {
+    static FILE: std::sync::OnceLock<Option<(tempfile::TempDir, std::path::PathBuf)>> =
+        std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let maps = super::maps::read(std::process::id()).ok()?;
+        let vdso = maps.iter().find(|m| m.path.as_deref() == Some("[vdso]"))?;
+        // SAFETY: the vDSO mapping of this process is readable for its whole range.
+        let image = unsafe {
+            std::slice::from_raw_parts(vdso.start as *const u8, (vdso.end - vdso.start) as usize)
+        };
+        let dir = tempfile::tempdir().ok()?;
+        let path = dir.path().join("vdso.so");
+        std::fs::write(&path, image).ok()?;
+        Some((dir, path))
+    })
+    .as_ref()
+    .map(|(_, p)| p.as_path())
+}
+
 /// Every file seen in a target's mappings, numbered: `FrameLoc::InModule`
 /// refers to modules by this number.
 #[derive(Default)]
@@ -200,7 +221,12 @@ impl ModuleTable {
     /// The module number of the file behind `m` (a file mapping), and its
     /// ELF contents when they could be read.
     pub fn get(&mut self, m: &Mapping) -> (usize, Option<Arc<ElfFile>>) {
-        let path = m.path.clone().unwrap_or_default();
+        let mut path = m.path.clone().unwrap_or_default();
+        if path == "[vdso]" {
+            path = vdso_file()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or(path);
+        }
         let key = (m.dev, m.inode, path.clone());
         if let Some(&i) = self.index.get(&key) {
             return (i, self.elves[i].clone());

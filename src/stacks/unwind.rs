@@ -148,7 +148,7 @@ impl Unwinding {
         let mut added = HashSet::new();
         for m in mappings.iter().filter(|m| m.executable) {
             let mut module = None;
-            if m.is_file() {
+            if m.is_file() || m.path.as_deref() == Some("[vdso]") {
                 let (id, elf) = self.modules.get(m);
                 if let Some(bias) = elf.as_ref().and_then(|e| e.bias(m)) {
                     module = Some((id, bias));
