@@ -22,3 +22,4 @@ pub mod session;
 pub mod stacks;
 pub mod tally;
 pub mod target;
+pub mod timeline;

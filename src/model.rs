@@ -255,3 +255,16 @@ pub struct UnwoundStack {
     /// limit), as opposed to ending where unwind information ends.
     pub truncated: bool,
 }
+
+/// Running totals of the target, cumulative since tracking started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub syscalls: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub lock_wait_ns: u64,
+    /// Final counters of the threads that exited.
+    pub exited_runtime_ns: u64,
+    pub exited_utime_ns: u64,
+    pub exited_stime_ns: u64,
+}

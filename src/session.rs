@@ -33,6 +33,7 @@ use crate::stacks::symbolize::{Symbols, kernel_names};
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
 use crate::target::{ExitStatus, Target};
+use crate::timeline::{self, Probe};
 
 pub enum What {
     Run(Vec<OsString>),
@@ -211,10 +212,25 @@ struct Window {
     reaped: Option<ExitStatus>,
     duration_ns: u64,
     tally: SampleTally,
+    /// The target's totals through the window, for the timeline.
+    probes: Vec<Probe>,
 }
 
 /// Streams and unwinds samples until the target exits, the duration ends
 /// or a signal arrives.
+/// How often the timeline probes the target's totals.
+pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(100);
+
+fn probe(collector: &Collector<'_>, t0: Instant) -> Result<Probe> {
+    Ok(Probe::new(
+        t0.elapsed().as_nanos() as u64,
+        collector.totals()?,
+        &collector.snapshot()?,
+    ))
+}
+
+/// Streams and unwinds samples until the target exits, the duration ends
+/// or a signal arrives, probing the totals for the timeline meanwhile.
 fn watch(
     collector: &Collector<'_>,
     target: &Target,
@@ -226,10 +242,17 @@ fn watch(
     let mut tally = SampleTally::default();
     let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
     let mut reaped = None;
+    let mut probes = vec![probe(collector, t0)?];
+    let mut next_probe = t0 + TIMELINE_INTERVAL;
     let end_reason = loop {
         let remaining = duration.map(|d| d.saturating_sub(t0.elapsed()));
-        wait_readable(&fds, remaining);
+        let to_probe = next_probe.saturating_duration_since(Instant::now());
+        wait_readable(&fds, Some(remaining.map_or(to_probe, |r| r.min(to_probe))));
         handle(collector.poll(Duration::ZERO)?, unwinding, &mut tally);
+        if Instant::now() >= next_probe {
+            probes.push(probe(collector, t0)?);
+            next_probe += TIMELINE_INTERVAL;
+        }
         if signals.take() {
             break EndReason::Interrupted;
         }
@@ -245,12 +268,14 @@ fn watch(
             break EndReason::Duration;
         }
     };
+    probes.push(probe(collector, t0)?);
     let duration_ns = t0.elapsed().as_nanos() as u64;
     Ok(Window {
         end_reason,
         reaped,
         duration_ns,
         tally,
+        probes,
     })
 }
 
@@ -526,6 +551,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         kernel,
         threads,
         sites: analyses.sites,
+        timeline: timeline::build(TIMELINE_INTERVAL.as_nanos() as u64, &window.probes),
         cpu_samples: analyses.cpu_samples,
         spin: analyses.spin,
         polls: analyses.polls,

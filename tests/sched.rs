@@ -241,3 +241,40 @@ fn kernel_frames_show_where_system_time_goes() {
         k.frames
     );
 }
+
+#[test]
+fn the_timeline_adds_up_to_the_run() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_waits(&["pingpong", "40000"]);
+    let r = &p.report;
+    let t = &r.timeline;
+    assert_eq!(t.interval_ns, 100_000_000);
+    assert!(t.buckets.len() >= 2, "{t:?}");
+    let syscalls: u64 = t.buckets.iter().map(|b| b.syscalls).sum();
+    let switches: u64 = t.buckets.iter().map(|b| b.voluntary_switches).sum();
+    // Every syscall after the first probe, i.e. all but the few before it.
+    assert!(
+        syscalls <= r.summary.syscalls && syscalls + 50 >= r.summary.syscalls,
+        "{syscalls} of {}",
+        r.summary.syscalls
+    );
+    // The switches the scheduler hook counted match the threads' own counters.
+    let own = r.summary.voluntary_switches;
+    assert!(
+        switches > 10_000 && switches.abs_diff(own) <= own / 20 + 10,
+        "{switches} vs {own}"
+    );
+    let cpu: u64 = t.buckets.iter().map(|b| b.user_ns + b.sys_ns).sum();
+    let summary = r.summary.user_ns + r.summary.sys_ns;
+    assert!(cpu.abs_diff(summary) <= summary / 20, "{cpu} vs {summary}");
+    for w in t.buckets.windows(2) {
+        assert_eq!(
+            w[0].t_ns + w[0].duration_ns,
+            w[1].t_ns,
+            "intervals are contiguous"
+        );
+    }
+    assert!(p.stderr.contains("TIMELINE"));
+}

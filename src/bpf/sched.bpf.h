@@ -52,9 +52,14 @@ static __always_inline void add_time(void *map, void *key, __u64 ns, bool *full)
 static __always_inline void switched_out(struct kt_task *t, struct task_struct *prev, __u64 now,
 					 unsigned int prev_state)
 {
+	struct kt_totals *tot = totals();
+	bool preempted = (prev_state & 0xff) == KT_TASK_RUNNING;
+
+	if (tot)
+		__sync_fetch_and_add(preempted ? &tot->involuntary_switches : &tot->voluntary_switches, 1);
 	t->off_since_ns = now;
 	t->woken_ns = 0;
-	if ((prev_state & 0xff) == KT_TASK_RUNNING)
+	if (preempted)
 		t->off_reason = KT_OFF_PREEMPTED;
 	else if (t->enter_ns)
 		t->off_reason = KT_OFF_SYSCALL;

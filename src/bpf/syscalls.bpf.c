@@ -114,6 +114,20 @@ struct {
 } kt_samplers SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kt_totals);
+} kt_totals SEC(".maps");
+
+static __always_inline struct kt_totals *totals(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&kt_totals, &zero);
+}
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);
 } kt_events SEC(".maps");
@@ -311,6 +325,7 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 {
 	struct kt_task *t;
 	struct kt_syscall_stats *st;
+	struct kt_totals *tot;
 	__u32 nr = id;
 	__u64 seen;
 
@@ -327,6 +342,9 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 	 * another task on this CPU may run this program mid-update. The exact
 	 * counters (calls, returns, errors) must never lose one. */
 	seen = __sync_fetch_and_add(&st->calls, 1);
+	tot = totals();
+	if (tot)
+		__sync_fetch_and_add(&tot->syscalls, 1);
 	t->nr = nr;
 	t->lock_op = KT_LOCK_OP_NONE;
 	if (nr == KT_NR_SCHED_YIELD)
@@ -578,6 +596,7 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 	struct kt_thread_record r = {};
 	struct kt_thread_key key = {};
 	struct kt_task *t = bpf_task_storage_get(&kt_tasks, p, 0, 0);
+	struct kt_totals *tot;
 
 	if (!t) {
 		__u32 tid = p->pid;
@@ -596,6 +615,12 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 	}
 	fill_record(&r, p, t);
 	r.exited = 1;
+	tot = totals();
+	if (tot) {
+		__sync_fetch_and_add(&tot->exited_runtime_ns, r.runtime_ns);
+		__sync_fetch_and_add(&tot->exited_utime_ns, r.utime_ns);
+		__sync_fetch_and_add(&tot->exited_stime_ns, r.stime_ns);
+	}
 	key.tid = r.tid;
 	key.start_ns = r.start_ns;
 	if (bpf_map_update_elem(&kt_exited, &key, &r, BPF_ANY) != 0) {

@@ -130,6 +130,18 @@ struct kt_stack_sample {
 	__u32 _pad2;
 };
 
+/* Per-CPU running totals of the target, read at every timeline interval. */
+struct kt_totals {
+	__u64 syscalls;
+	__u64 voluntary_switches;
+	__u64 involuntary_switches;
+	__u64 lock_wait_ns;
+	/* Final counters of threads that exited (live ones come from the iterator). */
+	__u64 exited_runtime_ns;
+	__u64 exited_utime_ns;
+	__u64 exited_stime_ns;
+};
+
 /* Per-CPU state of the samplers that are not per syscall or per lock. */
 struct kt_sampler {
 	__u64 off_pending_ns;  /* sleep not yet stood for by a sample */

@@ -23,7 +23,7 @@ use libbpf_rs::{Iter, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuild
 
 use crate::model::{
     KernelCounters, KernelLoss, LockCounters, OffCpuCounters, OffReason, PollCounters,
-    SyscallCounters, ThreadCounters, WakeupCounters,
+    SyscallCounters, ThreadCounters, Totals, WakeupCounters,
 };
 use bpf::types;
 pub use events::Event;
@@ -40,6 +40,7 @@ unsafe impl plain::Plain for types::kt_wakeup_key {}
 unsafe impl plain::Plain for types::kt_time_count {}
 unsafe impl plain::Plain for types::kt_poll_key {}
 unsafe impl plain::Plain for types::kt_poll_stats {}
+unsafe impl plain::Plain for types::kt_totals {}
 
 /// User stack bytes copied per sample (the BPF side's KT_STACK_BYTES).
 pub const STACK_BYTES: usize =
@@ -156,6 +157,28 @@ impl<'obj> Collector<'obj> {
             .context("reading the task iterator")?;
         let record = size_of::<types::kt_thread_record>();
         Ok(bytes.chunks_exact(record).map(thread_counters).collect())
+    }
+
+    /// The target's running totals now, summed over CPUs.
+    pub fn totals(&self) -> Result<Totals> {
+        let per_cpu = self
+            .skel
+            .maps
+            .kt_totals
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?;
+        let mut t = Totals::default();
+        for bytes in per_cpu.unwrap_or_default() {
+            let mut v = types::kt_totals::default();
+            plain::copy_from_bytes(&mut v, &bytes).expect("totals size");
+            t.syscalls += v.syscalls;
+            t.voluntary_switches += v.voluntary_switches;
+            t.involuntary_switches += v.involuntary_switches;
+            t.lock_wait_ns += v.lock_wait_ns;
+            t.exited_runtime_ns += v.exited_runtime_ns;
+            t.exited_utime_ns += v.exited_utime_ns;
+            t.exited_stime_ns += v.exited_stime_ns;
+        }
+        Ok(t)
     }
 
     /// The kernel stack (innermost first) recorded under `id` by a CPU sample.

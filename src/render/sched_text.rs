@@ -202,3 +202,38 @@ pub(crate) fn cpu(r: &Report, out: &mut String) {
         );
     }
 }
+
+/// Rows the terminal timeline shows at most (intervals are merged to fit).
+const TIMELINE_ROWS: usize = 10;
+
+pub(crate) fn timeline(r: &Report, out: &mut String) {
+    let b = &r.timeline.buckets;
+    if b.len() < 2 {
+        return;
+    }
+    let per_row = b.len().div_ceil(TIMELINE_ROWS);
+    let _ = writeln!(
+        out,
+        "\n{:<17} {:>9} {:>9} {:>12} {:>12} {:>12} {:>11}",
+        "TIMELINE", "USER CPU", "SYS CPU", "VOL SW/S", "INVOL SW/S", "SYSCALLS/S", "LOCK WAIT"
+    );
+    for rows in b.chunks(per_row) {
+        let d: u64 = rows.iter().map(|x| x.duration_ns).sum::<u64>().max(1);
+        let sum = |f: fn(&crate::report::TimelineBucket) -> u64| rows.iter().map(f).sum::<u64>();
+        let per_s = |n: u64| super::text::rate(n as f64 * 1e9 / d as f64);
+        let pct = |ns: u64| format!("{:.0}%", ns as f64 * 100.0 / d as f64);
+        let start = rows[0].t_ns as f64 / 1e9;
+        let end = (rows[rows.len() - 1].t_ns + rows[rows.len() - 1].duration_ns) as f64 / 1e9;
+        let _ = writeln!(
+            out,
+            "{:<17} {:>9} {:>9} {:>12} {:>12} {:>12} {:>11}",
+            format!("{start:.1}-{end:.1} s"),
+            pct(sum(|x| x.user_ns)),
+            pct(sum(|x| x.sys_ns)),
+            per_s(sum(|x| x.voluntary_switches)),
+            per_s(sum(|x| x.involuntary_switches)),
+            per_s(sum(|x| x.syscalls)),
+            duration(sum(|x| x.lock_wait_ns))
+        );
+    }
+}

@@ -221,6 +221,7 @@ pub fn render(r: &Report, color: bool) -> String {
     super::sched_text::wakeups(r, &mut out);
     super::sched_text::polls(r, &mut out);
     super::sched_text::cpu(r, &mut out);
+    super::sched_text::timeline(r, &mut out);
     syscalls(r, &mut out);
     footer(r, &mut out);
     out

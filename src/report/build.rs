@@ -34,6 +34,7 @@ pub struct Inputs {
     pub polls: Vec<PollReport>,
     pub cpu_samples: CpuProfile,
     pub spin: SpinReport,
+    pub timeline: Timeline,
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
@@ -224,6 +225,7 @@ pub fn build(inp: Inputs) -> Report {
         polls: inp.polls,
         cpu_samples: inp.cpu_samples,
         spin: inp.spin,
+        timeline: inp.timeline,
         sampling: inp.sampling,
         loss: inp.loss,
         profiler: inp.profiler,
@@ -370,6 +372,7 @@ pub(crate) mod tests {
             polls: vec![],
             cpu_samples: CpuProfile::default(),
             spin: SpinReport::default(),
+            timeline: Timeline::default(),
             sampling: Sampling {
                 stack_samples: 100,
                 policy: "test".into(),

@@ -68,6 +68,8 @@ pub struct Report {
     pub cpu_samples: CpuProfile,
     /// CPU burned spinning and sched_yield storms.
     pub spin: SpinReport,
+    /// The run over time.
+    pub timeline: Timeline,
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
@@ -383,6 +385,27 @@ pub struct ThreadYields {
     pub comm: String,
     pub calls: u64,
     pub calls_per_s: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// Length of an interval.
+    pub interval_ns: u64,
+    pub buckets: Vec<TimelineBucket>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineBucket {
+    /// Start, from the start of profiling.
+    pub t_ns: u64,
+    pub duration_ns: u64,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub syscalls: u64,
+    /// Time threads spent inside lock waits (ended in this interval).
+    pub lock_wait_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

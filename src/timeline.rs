@@ -1,0 +1,158 @@
+//! The run over time: user and system CPU, context switches, syscalls and
+//! lock wait per interval (the plot of the Icinga 2 story), from probes of
+//! the target's running totals taken as profiling goes.
+//!
+//! CPU time comes from the threads' own counters (live ones through the
+//! task iterator, exited ones from totals kept at their exit), so a thread
+//! that never leaves the CPU still shows up in every interval.
+
+use crate::aggregate::cpu_split;
+use crate::model::{ThreadCounters, Totals};
+use crate::report::{Timeline, TimelineBucket};
+
+/// Intervals kept in a report; longer runs are merged down to this.
+const MAX_BUCKETS: usize = 1000;
+
+/// The target's cumulative counters at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// Since profiling started.
+    pub t_ns: u64,
+    pub totals: Totals,
+    pub runtime_ns: u64,
+    pub utime_ns: u64,
+    pub stime_ns: u64,
+}
+
+impl Probe {
+    pub fn new(t_ns: u64, totals: Totals, live: &[ThreadCounters]) -> Probe {
+        Probe {
+            t_ns,
+            totals,
+            runtime_ns: totals.exited_runtime_ns + live.iter().map(|t| t.runtime_ns).sum::<u64>(),
+            utime_ns: totals.exited_utime_ns + live.iter().map(|t| t.utime_ns).sum::<u64>(),
+            stime_ns: totals.exited_stime_ns + live.iter().map(|t| t.stime_ns).sum::<u64>(),
+        }
+    }
+}
+
+fn bucket(a: &Probe, b: &Probe) -> TimelineBucket {
+    let (user_ns, sys_ns) = cpu_split(
+        b.utime_ns.saturating_sub(a.utime_ns),
+        b.stime_ns.saturating_sub(a.stime_ns),
+        b.runtime_ns.saturating_sub(a.runtime_ns),
+    );
+    TimelineBucket {
+        t_ns: a.t_ns,
+        duration_ns: b.t_ns - a.t_ns,
+        user_ns,
+        sys_ns,
+        voluntary_switches: b
+            .totals
+            .voluntary_switches
+            .saturating_sub(a.totals.voluntary_switches),
+        involuntary_switches: b
+            .totals
+            .involuntary_switches
+            .saturating_sub(a.totals.involuntary_switches),
+        syscalls: b.totals.syscalls.saturating_sub(a.totals.syscalls),
+        lock_wait_ns: b.totals.lock_wait_ns.saturating_sub(a.totals.lock_wait_ns),
+    }
+}
+
+/// The intervals between consecutive probes, merged down to MAX_BUCKETS.
+pub fn build(interval_ns: u64, probes: &[Probe]) -> Timeline {
+    let mut step = 1;
+    while probes.len().saturating_sub(1).div_ceil(step) > MAX_BUCKETS {
+        step *= 2;
+    }
+    let kept: Vec<&Probe> = probes
+        .iter()
+        .step_by(step)
+        .chain(probes.last().filter(|_| (probes.len() - 1) % step != 0))
+        .collect();
+    Timeline {
+        interval_ns: interval_ns * step as u64,
+        buckets: kept.windows(2).map(|w| bucket(w[0], w[1])).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(t_ns: u64, syscalls: u64, runtime: u64, utime: u64, stime: u64) -> Probe {
+        Probe {
+            t_ns,
+            totals: Totals {
+                syscalls,
+                ..Default::default()
+            },
+            runtime_ns: runtime,
+            utime_ns: utime,
+            stime_ns: stime,
+        }
+    }
+
+    #[test]
+    fn buckets_are_the_differences_between_probes() {
+        let probes = [
+            probe(0, 0, 0, 0, 0),
+            probe(100, 50, 80, 4, 4),
+            probe(200, 60, 100, 8, 4),
+        ];
+        let t = build(100, &probes);
+        assert_eq!(t.interval_ns, 100);
+        assert_eq!(t.buckets.len(), 2);
+        assert_eq!(
+            (
+                t.buckets[0].t_ns,
+                t.buckets[0].syscalls,
+                t.buckets[0].user_ns,
+                t.buckets[0].sys_ns
+            ),
+            (0, 50, 40, 40)
+        );
+        assert_eq!(
+            (
+                t.buckets[1].t_ns,
+                t.buckets[1].syscalls,
+                t.buckets[1].user_ns,
+                t.buckets[1].sys_ns
+            ),
+            (100, 10, 20, 0)
+        );
+    }
+
+    #[test]
+    fn live_and_exited_threads_both_count() {
+        let live = [ThreadCounters {
+            runtime_ns: 30,
+            utime_ns: 4,
+            ..Default::default()
+        }];
+        let p = Probe::new(
+            5,
+            Totals {
+                exited_runtime_ns: 70,
+                exited_stime_ns: 4,
+                ..Default::default()
+            },
+            &live,
+        );
+        assert_eq!((p.runtime_ns, p.utime_ns, p.stime_ns), (100, 4, 4));
+    }
+
+    #[test]
+    fn long_runs_are_merged_down() {
+        let probes: Vec<Probe> = (0..2501).map(|i| probe(i * 100, i, 0, 0, 0)).collect();
+        let t = build(100, &probes);
+        assert!(t.buckets.len() <= MAX_BUCKETS, "{}", t.buckets.len());
+        assert_eq!(t.interval_ns, 400);
+        assert_eq!(t.buckets.iter().map(|b| b.syscalls).sum::<u64>(), 2500);
+        assert_eq!(
+            t.buckets.last().unwrap().t_ns + t.buckets.last().unwrap().duration_ns,
+            250_000
+        );
+    }
+}
