@@ -63,13 +63,30 @@ pub const SCENARIOS: &[Scenario] = &[
         variants: BAD_FIXED,
     },
     Scenario {
+        name: "prol2tp-tunnels",
+        story: "ProL2TP: poll() over every tunnel's socket and timers in an ordered list",
+        about: "an L2TP daemon brings up 1,000 tunnels, 20 control messages each, one tunnel talking at \
+                a time: bad polls every socket on each turn and walks an ordered list to re-arm a timer; \
+                fixed waits with epoll and keeps the timers in a heap",
+        program: "prol2tp_tunnels",
+        binary: include_bytes!(concat!(env!("KERNTAX_LAB_DIR"), "/prol2tp_tunnels")),
+        variants: BAD_FIXED,
+    },
+    Scenario {
         name: "rocketmq-lock",
-        story: "RocketMQ: a short critical section under a mutex, handed off by futex",
-        about: "8 threads put messages under one lock: bad is a plain mutex (each contended handoff a \
-                futex wait/wake and a context switch), fixed an adaptive mutex that spins before sleeping",
+        story: "RocketMQ: spin lock, mutex, or the adaptive backoff spin (ABS) lock",
+        about: "4 threads encode messages and put them under one lock with a short critical section: bad is a plain \
+                mutex (each contended handoff a futex wait/wake and a context switch), spin a pure spin \
+                lock, spin-yield spins k = 1000 times then yields, fixed the ABS lock (spin with backoff, \
+                adapt k, park on a futex when spinning keeps failing)",
         program: "rocketmq_lock",
         binary: include_bytes!(concat!(env!("KERNTAX_LAB_DIR"), "/rocketmq_lock")),
-        variants: &[("bad", &["mutex"]), ("fixed", &["adaptive"])],
+        variants: &[
+            ("bad", &["mutex", "4", "500000", "1"]),
+            ("spin", &["spin", "4", "500000", "1"]),
+            ("spin-yield", &["spin-yield", "4", "500000", "1"]),
+            ("fixed", &["abs", "4", "500000", "1"]),
+        ],
     },
 ];
 
@@ -106,39 +123,67 @@ fn extract(dir: &Path, s: &Scenario) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn delta_line(name: &str, before: f64, after: f64, show: impl Fn(f64) -> String) -> String {
-    let change = if before > 0.0 {
-        format!("{:+.0}%", (after - before) * 100.0 / before)
+/// One row of the comparison: the figure for each variant, then the change
+/// from the first (bad) to the last (fixed).
+fn row(name: &str, values: &[f64], show: impl Fn(f64) -> String) -> String {
+    let (first, last) = (values[0], values[values.len() - 1]);
+    let change = if first > 0.0 {
+        format!("{:+.0}%", (last - first) * 100.0 / first)
+    } else if last > 0.0 {
+        "new".into()
     } else {
-        "n/a".into()
+        "-".into()
     };
-    format!(
-        "  {name:<20} {:>14} {:>14} {change:>8}\n",
-        show(before),
-        show(after)
-    )
+    let mut line = format!("  {name:<20}");
+    for &v in values {
+        let _ = write!(line, " {:>12}", show(v));
+    }
+    let _ = writeln!(line, " {change:>8}");
+    line
 }
 
-/// The figures the stories cared about, bad next to fixed.
-pub fn compare(bad: &Report, fixed: &Report) -> String {
-    let mut out = format!(
-        "  {:<20} {:>14} {:>14} {:>8}\n",
-        "", "bad", "fixed", "change"
-    );
-    let (b, f) = (&bad.summary, &fixed.summary);
+/// The figures the stories cared about, one column per variant, bad first
+/// and fixed last.
+pub fn compare(variants: &[(&str, &Report)]) -> String {
+    let mut out = format!("  {:<20}", "");
+    for (label, _) in variants {
+        let _ = write!(out, " {label:>12}");
+    }
+    let _ = writeln!(out, " {:>8}", "change");
+    let of =
+        |f: &dyn Fn(&Report) -> f64| -> Vec<f64> { variants.iter().map(|(_, r)| f(r)).collect() };
     let ns = |v: f64| text::duration(v as u64);
     let pct = |v: f64| format!("{v:.0}%");
-    out += &delta_line(
-        "wall time",
-        bad.duration_ns as f64,
-        fixed.duration_ns as f64,
+    out += &row("wall time", &of(&|r| r.duration_ns as f64), ns);
+    out += &row(
+        "CPU time",
+        &of(&|r| (r.summary.user_ns + r.summary.sys_ns) as f64),
         ns,
     );
-    out += &delta_line("system CPU share", b.sys_percent, f.sys_percent, pct);
-    out += &delta_line("syscalls", b.syscalls_per_s, f.syscalls_per_s, text::rate);
-    let switches =
-        |s: &crate::report::Summary| s.voluntary_switches_per_s + s.involuntary_switches_per_s;
-    out += &delta_line("context switches", switches(b), switches(f), text::rate);
+    out += &row("system CPU share", &of(&|r| r.summary.sys_percent), pct);
+    out += &row("syscalls", &of(&|r| r.summary.syscalls_per_s), text::rate);
+    out += &row(
+        "context switches",
+        &of(&|r| r.summary.voluntary_switches_per_s + r.summary.involuntary_switches_per_s),
+        text::rate,
+    );
+    out += &row(
+        "lock wait",
+        &of(&|r| {
+            r.locks
+                .iter()
+                .filter(|l| l.contention)
+                .map(|l| l.blocked_ns)
+                .sum::<u64>() as f64
+        }),
+        ns,
+    );
+    out += &row("CPU spinning", &of(&|r| r.spin.spin_share * 100.0), pct);
+    out += &row(
+        "sched_yield",
+        &of(&|r| r.spin.yields.iter().fold(0.0, |sum, y| sum + y.calls_per_s)),
+        text::rate,
+    );
     out
 }
 
@@ -168,8 +213,15 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
             }
             reports.push(outcome.report);
         }
-        let (bad, fixed) = (&reports[0], &reports[reports.len() - 1]);
-        println!("--- {}: bad vs fixed\n{}", s.name, compare(bad, fixed));
+        let columns: Vec<(&str, &Report)> =
+            s.variants.iter().map(|v| v.0).zip(reports.iter()).collect();
+        let labels: Vec<&str> = columns.iter().map(|c| c.0).collect();
+        println!(
+            "--- {}: {}\n{}",
+            s.name,
+            labels.join(" vs "),
+            compare(&columns)
+        );
     }
     Ok(0)
 }
@@ -185,7 +237,7 @@ mod tests {
         let mut fixed = bad.clone();
         fixed.duration_ns /= 4;
         fixed.summary.syscalls_per_s = 0.0;
-        let table = compare(&bad, &fixed);
+        let table = compare(&[("bad", &bad), ("fixed", &fixed)]);
         let wall = table.lines().find(|l| l.contains("wall time")).unwrap();
         assert!(
             wall.contains("2.000 s") && wall.contains("500.0 ms") && wall.ends_with("-75%"),

@@ -69,7 +69,11 @@ pub fn build(interval_ns: u64, probes: &[Probe]) -> Timeline {
     let kept: Vec<&Probe> = probes
         .iter()
         .step_by(step)
-        .chain(probes.last().filter(|_| !(probes.len() - 1).is_multiple_of(step)))
+        .chain(
+            probes
+                .last()
+                .filter(|_| !(probes.len() - 1).is_multiple_of(step)),
+        )
         .collect();
     Timeline {
         interval_ns: interval_ns * step as u64,

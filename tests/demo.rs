@@ -1,5 +1,6 @@
-//! Issue #2: `kerntax demo` runs the Ruby lab scenario, bad then fixed, and
-//! its figures are exact.
+//! `kerntax demo` runs each lab scenario under the profiler; the stories'
+//! figures must come out exact (issue #2 Ruby, #3 lock stories, #4 ProL2TP
+//! and the RocketMQ spin locks).
 
 mod common;
 
@@ -181,7 +182,7 @@ fn zabbix_bad_queues_pollers_on_the_global_config_semaphore() {
 }
 
 #[test]
-fn rocketmq_mutex_hands_off_by_futex_and_the_adaptive_lock_far_less() {
+fn rocketmq_mutex_hands_off_by_futex() {
     if !bpf_available() {
         return;
     }
@@ -204,10 +205,122 @@ fn rocketmq_mutex_hands_off_by_futex_and_the_adaptive_lock_far_less() {
         "{:?}",
         top.waiter_stacks[0].frames
     );
+}
+
+/// Issue #4: a poll() over every tunnel's fd with one ready must be plain
+/// from the report, and the epoll variant must show the same interest set
+/// answered without the scan.
+#[test]
+fn prol2tp_bad_polls_every_tunnel_for_one_ready_fd_and_fixed_uses_epoll() {
+    if !bpf_available() {
+        return;
+    }
+    let runs = demo("prol2tp-tunnels");
+    let (bad, fixed) = (&runs["bad"], &runs["fixed"]);
+    // 1,000 tunnels brought up one after another, 20 messages each: the
+    // n-th tunnel's turns poll n fds, so the mean is (1 + 1000) / 2.
+    let poll = bad.polls.iter().find(|p| p.syscall == "poll").unwrap();
+    assert_eq!((poll.calls, poll.max_fds), (20_000, 1000));
+    assert_eq!(poll.fds_per_call, 500.5);
+    assert_eq!((poll.ready_per_call, poll.timeouts), (1.0, 0));
+    assert!(poll.ready_ratio.unwrap() < 0.01, "{poll:?}");
     assert!(
-        futex_calls(bad) > 3 * futex_calls(&runs["fixed"]),
-        "{} vs {}",
-        futex_calls(bad),
-        futex_calls(&runs["fixed"])
+        has_frame(&poll.callsites[0].frames, "event_loop_once"),
+        "{:?}",
+        poll.callsites[0].frames
     );
+    // Most of its CPU time is the kernel's poll scan.
+    let scan = bad
+        .cpu_samples
+        .functions
+        .iter()
+        .find(|f| f.name.starts_with("do_sys_poll"))
+        .expect("do_sys_poll among the sampled functions");
+    assert!(
+        scan.total * 2 > bad.cpu_samples.samples,
+        "{scan:?} of {}",
+        bad.cpu_samples.samples
+    );
+
+    assert!(fixed.polls.iter().all(|p| p.syscall != "poll"));
+    let epoll = fixed
+        .polls
+        .iter()
+        .find(|p| p.syscall == "epoll_wait")
+        .unwrap();
+    assert_eq!((epoll.calls, epoll.max_fds), (20_000, 1000));
+    assert_eq!((epoll.fds_per_call, epoll.ready_per_call), (500.5, 1.0));
+    assert_eq!(syscall(fixed, "epoll_ctl").calls, 1000);
+    assert!(
+        epoll.cpu_ns * 10 < poll.cpu_ns,
+        "epoll {} ns vs poll {} ns of system time",
+        epoll.cpu_ns,
+        poll.cpu_ns
+    );
+}
+
+/// Issue #4: the spin lock burns CPU in its acquire loop, the k-backoff lock
+/// yields, and the report says where and how often.
+#[test]
+fn rocketmq_spin_locks_show_as_spinning_and_yield_storms() {
+    if !bpf_available() {
+        return;
+    }
+    let runs = demo("rocketmq-lock");
+    let spin = &runs["spin"];
+    assert!(
+        spin.spin.spin_share > 0.2,
+        "4 threads on 2 CPUs spin for one lock: {:?}",
+        spin.spin.spin_share
+    );
+    assert!(
+        has_frame(&spin.spin.spin_stacks[0].frames, "spin_lock"),
+        "{:?}",
+        spin.spin.spin_stacks[0].frames
+    );
+    // Spinning never enters the kernel: no lock wait, no yields.
+    assert!(spin.locks.iter().all(|l| !l.contention), "{:?}", spin.locks);
+    assert!(spin.spin.yields.is_empty());
+
+    let spin_yield = &runs["spin-yield"];
+    let yields: u64 = spin_yield.spin.yields.iter().map(|y| y.calls).sum();
+    let sched_yield = syscall(spin_yield, "sched_yield");
+    assert!(yields > 0);
+    assert_eq!(
+        yields, sched_yield.calls,
+        "per-thread yields add up exactly"
+    );
+    assert!(
+        has_frame(&sched_yield.callsites[0].frames, "spin_yield_lock"),
+        "{:?}",
+        sched_yield.callsites[0].frames
+    );
+    assert!(
+        spin_yield
+            .spin
+            .spin_stacks
+            .iter()
+            .any(|s| has_frame(&s.frames, "spin_yield_lock"))
+    );
+
+    // Neither spin lock ever sleeps in the kernel: the only futex calls
+    // are main's pthread_join, against ~10^5 futex handoffs of the mutex.
+    for v in [spin, spin_yield] {
+        assert!(futex_calls(v) <= 4, "{}", futex_calls(v));
+    }
+    assert!(futex_calls(&runs["bad"]) > 10_000);
+
+    // The ABS lock spins and yields in abs_lock, and when spinning keeps
+    // failing parks in abs_park on the same word, which the report names.
+    let abs = &runs["fixed"];
+    assert!(
+        abs.spin
+            .spin_stacks
+            .iter()
+            .all(|s| has_frame(&s.frames, "abs_lock"))
+    );
+    for lock in abs.locks.iter().filter(|l| l.contention) {
+        assert_eq!(lock.symbol.as_deref(), Some("g_putmessage_spinlock"));
+        assert!(has_frame(&lock.waiter_stacks[0].frames, "abs_park"));
+    }
 }
