@@ -106,11 +106,16 @@ pub fn find(name: &str) -> Result<&'static Scenario, Exit> {
 pub fn list() -> String {
     let mut out = String::from("lab scenarios (kerntax demo NAME runs one):\n");
     for s in SCENARIOS {
-        let _ = writeln!(
-            out,
-            "  {:<14} {}\n  {:<14} {}",
-            s.name, s.story, "", s.about
-        );
+        let _ = writeln!(out, "\n{}\n    {}\n    {}", s.name, s.story, s.about);
+        for (label, args) in s.variants {
+            let _ = writeln!(
+                out,
+                "    run {:<12} {} {}",
+                format!("{label}:"),
+                s.program,
+                args.join(" ")
+            );
+        }
     }
     out
 }

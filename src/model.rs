@@ -25,6 +25,9 @@ pub struct SyscallCounters {
     pub max_ns: u64,
     /// Stack samples the kernel emitted.
     pub samples: u64,
+    /// Samples it put off while the ring buffer was more than half full
+    /// (the next one carried their weight).
+    pub samples_deferred: u64,
     /// Slot i: calls with 2^i <= latency_ns < 2^(i+1).
     pub hist_log2_ns: Vec<u64>,
 }
@@ -37,6 +40,7 @@ impl SyscallCounters {
         self.total_ns += other.total_ns;
         self.max_ns = self.max_ns.max(other.max_ns);
         self.samples += other.samples;
+        self.samples_deferred += other.samples_deferred;
         add_hist(&mut self.hist_log2_ns, &other.hist_log2_ns);
     }
 }

@@ -29,7 +29,8 @@ use crate::report::{
     Report, Sampling, SpinReport, WakeupReport,
 };
 use crate::sched::{self, OffCpuSite, WakeSite};
-use crate::stacks::symbolize::{Symbols, kernel_names};
+use crate::stacks::kallsyms::Kallsyms;
+use crate::stacks::symbolize::Symbols;
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
 use crate::target::{ExitStatus, Target};
@@ -345,6 +346,7 @@ fn analyse(
     kernel: &KernelCounters,
     tally: &SampleTally,
     kernel_stacks: &HashMap<i32, Vec<u64>>,
+    kallsyms: &Kallsyms,
     unwinding: &mut Unwinding,
     threads: &[ThreadUsage],
     duration_ns: u64,
@@ -408,7 +410,7 @@ fn analyse(
     let wakeups = sched::wakeups(&kernel.wakeups, &wake_sites, &comms);
     let mut kernel_unresolved = 0;
     let addrs: Vec<u64> = kernel_stacks.values().flatten().copied().collect();
-    let knames = kernel_names(&addrs, &mut kernel_unresolved);
+    let knames = kallsyms.names(&addrs, &mut kernel_unresolved);
     let cpu_sites: Vec<CpuSite> = tally
         .cpu
         .iter()
@@ -489,6 +491,12 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     target.release()?;
     let attach_ns = started.elapsed().as_nanos() as u64;
     phases.mark("start-up until the target runs");
+    // Only CPU samples carry kernel stacks.
+    let kallsyms = if opts.cpu_hz > 0 {
+        Kallsyms::load_in_background()
+    } else {
+        std::thread::spawn(Kallsyms::default)
+    };
     if !target.is_child {
         eprintln!(
             "kerntax: profiling pid {} and its threads and children; Ctrl-C to stop",
@@ -528,6 +536,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         &kernel,
         &window.tally,
         &kernel_stacks,
+        &kallsyms.join().unwrap_or_default(),
         &mut unwinding,
         &threads,
         window.duration_ns,
@@ -541,6 +550,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         threads_unaccounted,
     );
     phases.mark("symbolizing");
+    let stack_samples_deferred = kernel.syscalls.iter().map(|s| s.samples_deferred).sum();
     let report = build(Inputs {
         mode,
         command,
@@ -561,6 +571,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         blockers: analyses.blockers,
         sampling: Sampling {
             stack_samples: window.tally.count,
+            stack_samples_deferred,
             policy: sampling_policy,
             stack_bytes_copied: crate::collect::STACK_BYTES as u64,
             unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),

@@ -193,7 +193,7 @@ fn rocketmq_mutex_hands_off_by_futex() {
         (top.symbol.as_deref(), top.kind),
         (Some("g_putmessage_lock"), kerntax::report::LockKind::Mutex)
     );
-    assert!(top.wakes > 1000 && top.cpu_ns > 0);
+    assert!(top.wakes > 1000 && top.cpu_ns > 0, "{top:?}");
     // put_message ends in a tail call to pthread_mutex_unlock: its caller shows.
     assert!(
         has_frame(&top.waker_stacks[0].frames, "producer"),

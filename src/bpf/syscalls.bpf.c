@@ -129,7 +129,7 @@ static __always_inline struct kt_totals *totals(void)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, KT_RINGBUF_BYTES);
 } kt_events SEC(".maps");
 
 static __always_inline struct kt_kernel_loss *loss(void)
@@ -279,6 +279,12 @@ static __always_inline void set_user_regs(struct kt_stack_sample *s, struct pt_r
 	s->bp = regs->bp;
 }
 
+/* More than half the ring buffer waits for user space. */
+static __always_inline bool ringbuf_busy(void)
+{
+	return bpf_ringbuf_query(&kt_events, BPF_RB_AVAIL_DATA) > (KT_RINGBUF_BYTES / 2);
+}
+
 static __always_inline struct kt_sampler *sampler(void)
 {
 	__u32 zero = 0;
@@ -358,13 +364,24 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 	} else if (st->sample_countdown) {
 		st->sample_countdown--;
 	} else {
-		struct kt_stack_sample smp = { .nr = nr, .weight = st->sample_gap + 1, .flags = KT_SAMPLE_CALL };
+		__u64 weight = st->sample_gap + 1 + st->sample_carry;
 
 		st->sample_gap = next_gap(seen + 1);
 		st->sample_countdown = st->sample_gap;
-		st->samples++;
-		set_user_regs(&smp, regs);
-		sample_stack(&smp);
+		if (ringbuf_busy()) {
+			/* User space is behind (a burst, or its start): the next
+			 * sample stands for these calls too, rather than one
+			 * being lost to a full buffer. */
+			st->sample_carry = weight;
+			st->samples_deferred++;
+		} else {
+			struct kt_stack_sample smp = { .nr = nr, .weight = weight, .flags = KT_SAMPLE_CALL };
+
+			st->sample_carry = 0;
+			st->samples++;
+			set_user_regs(&smp, regs);
+			sample_stack(&smp);
+		}
 	}
 	t->enter_off_cpu_ns = t->off_cpu_ns;
 	/* Taken last so the sampling above is not billed to the syscall. */

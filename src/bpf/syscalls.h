@@ -20,6 +20,7 @@
 #define KT_HIST_SLOTS 40
 /* Bytes of user stack copied per sample, from the stack pointer upwards. */
 #define KT_STACK_BYTES 16384
+#define KT_RINGBUF_BYTES (8 << 20)
 /*
  * Stack sampling, per CPU and syscall: every call is sampled until
  * 2^KT_SAMPLE_SHIFT calls have been seen; after that the gap to the next
@@ -40,6 +41,8 @@ struct kt_syscall_stats {
 	__u64 samples;     /* stack samples emitted for this syscall */
 	__u32 sample_countdown; /* calls to skip before the next sample */
 	__u32 sample_gap;       /* the gap being skipped: the next sample's weight - 1 */
+	__u64 sample_carry;     /* calls of samples deferred while the ring buffer was busy */
+	__u64 samples_deferred;
 	__u64 hist_log2_ns[KT_HIST_SLOTS];
 };
 

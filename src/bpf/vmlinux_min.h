@@ -48,6 +48,7 @@ enum {
 	BPF_EXIST = 2,
 	BPF_F_NO_PREALLOC = 1U << 0,
 	BPF_LOCAL_STORAGE_GET_F_CREATE = 1ULL << 0,
+	BPF_RB_AVAIL_DATA = 0, /* bpf_ringbuf_query */
 };
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)

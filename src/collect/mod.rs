@@ -467,6 +467,7 @@ fn syscall_counters(nr: u32, bytes: &[u8]) -> SyscallCounters {
         total_ns: s.total_ns,
         max_ns: s.max_ns,
         samples: s.samples,
+        samples_deferred: s.samples_deferred,
         hist_log2_ns: s.hist_log2_ns.to_vec(),
     }
 }

@@ -194,9 +194,16 @@ fn syscalls(r: &Report, out: &mut String) {
 }
 
 fn footer(r: &Report, out: &mut String) {
+    let deferred = match r.sampling.stack_samples_deferred {
+        0 => String::new(),
+        n => format!(
+            "; {} put off while kerntax caught up, their weight carried by the next",
+            count(n)
+        ),
+    };
     let _ = writeln!(
         out,
-        "\nstacks: {} samples ({}); attached in {}",
+        "\nstacks: {} samples ({}){deferred}; attached in {}",
         count(r.sampling.stack_samples),
         r.sampling.policy,
         duration(r.profiler.attach_ns)

@@ -375,6 +375,7 @@ pub(crate) mod tests {
             timeline: Timeline::default(),
             sampling: Sampling {
                 stack_samples: 100,
+                stack_samples_deferred: 0,
                 policy: "test".into(),
                 stack_bytes_copied: 0,
                 unwinder: "test".into(),

@@ -411,6 +411,10 @@ pub struct TimelineBucket {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
     pub stack_samples: u64,
+    /// Syscall samples put off while user space was behind on the ring
+    /// buffer; the next sample of the syscall carried their weight, so
+    /// nothing was lost, only resolution.
+    pub stack_samples_deferred: u64,
     /// How entries are chosen for a stack.
     pub policy: String,
     pub stack_bytes_copied: u64,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::elf::ModuleTable;
@@ -128,36 +128,6 @@ impl Symbols {
             })
             .collect()
     }
-}
-
-/// Names for kernel addresses, from the running kernel's kallsyms:
-/// `function [k]`; an address it cannot name is counted in `unresolved`.
-pub fn kernel_names(addrs: &[u64], unresolved: &mut u64) -> HashMap<u64, String> {
-    let mut sorted = addrs.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let src = Source::Kernel(Kernel {
-        vmlinux: blazesym::MaybeDefault::None,
-        ..Default::default()
-    });
-    let symbolizer = Symbolizer::new();
-    let results = symbolizer
-        .symbolize(&src, Input::AbsAddr(&sorted))
-        .unwrap_or_default();
-    sorted
-        .iter()
-        .enumerate()
-        .map(|(i, &addr)| {
-            let name = match results.get(i) {
-                Some(Symbolized::Sym(sym)) => format!("{} [k]", sym.name),
-                _ => {
-                    *unresolved += 1;
-                    format!("[kernel] {addr:#x}")
-                }
-            };
-            (addr, name)
-        })
-        .collect()
 }
 
 #[cfg(test)]
