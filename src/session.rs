@@ -29,7 +29,7 @@ use crate::report::{
     Report, Sampling, SpinReport, WakeupReport,
 };
 use crate::sched::{self, OffCpuSite, WakeSite};
-use crate::stacks::kallsyms::Kallsyms;
+use crate::stacks::kallsyms::{Kallsyms, KernelStacks};
 use crate::stacks::symbolize::Symbols;
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
@@ -345,8 +345,7 @@ struct Analyses {
 fn analyse(
     kernel: &KernelCounters,
     tally: &SampleTally,
-    kernel_stacks: &HashMap<i32, Vec<u64>>,
-    kallsyms: &Kallsyms,
+    kernel_stacks: &KernelStacks,
     unwinding: &mut Unwinding,
     threads: &[ThreadUsage],
     duration_ns: u64,
@@ -408,9 +407,6 @@ fn analyse(
         )
         .collect();
     let wakeups = sched::wakeups(&kernel.wakeups, &wake_sites, &comms);
-    let mut kernel_unresolved = 0;
-    let addrs: Vec<u64> = kernel_stacks.values().flatten().copied().collect();
-    let knames = kallsyms.names(&addrs, &mut kernel_unresolved);
     let cpu_sites: Vec<CpuSite> = tally
         .cpu
         .iter()
@@ -420,8 +416,7 @@ fn analyse(
             user_frames: frames(stack),
             kernel_frames: c
                 .kernel_stack
-                .and_then(|id| kernel_stacks.get(&id))
-                .map(|ips| ips.iter().map(|ip| knames[ip].clone()).collect())
+                .and_then(|id| kernel_stacks.frames.get(&id).cloned())
                 .unwrap_or_default(),
             samples,
         })
@@ -452,7 +447,7 @@ fn analyse(
         wakeups,
         cpu_samples: cpu::profile(&cpu_sites, cpu_hz),
         spin: cpu::spin(&cpu_sites, threads, duration_ns),
-        unresolved_frames: symbols.unresolved + kernel_unresolved,
+        unresolved_frames: symbols.unresolved + kernel_stacks.unresolved,
     }
 }
 
@@ -535,8 +530,10 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let analyses = analyse(
         &kernel,
         &window.tally,
-        &kernel_stacks,
-        &kallsyms.join().unwrap_or_default(),
+        &kallsyms
+            .join()
+            .unwrap_or_default()
+            .name_stacks(&kernel_stacks),
         &mut unwinding,
         &threads,
         window.duration_ns,

@@ -7,6 +7,14 @@
 use std::collections::HashMap;
 use std::thread::JoinHandle;
 
+/// Kernel stacks by stack id, named.
+#[derive(Debug, Default)]
+pub struct KernelStacks {
+    pub frames: HashMap<i32, Vec<String>>,
+    /// Distinct addresses no symbol covers.
+    pub unresolved: u64,
+}
+
 /// Text symbols sorted by address.
 #[derive(Debug, Default)]
 pub struct Kallsyms {
@@ -54,6 +62,20 @@ impl Kallsyms {
     pub fn name(&self, addr: u64) -> Option<&str> {
         let i = self.symbols.partition_point(|s| s.0 <= addr);
         i.checked_sub(1).map(|i| self.symbols[i].1.as_str())
+    }
+
+    /// Every stack (by stack id) as `function [k]` frames.
+    pub fn name_stacks(&self, stacks: &HashMap<i32, Vec<u64>>) -> KernelStacks {
+        let mut unresolved = 0;
+        let addrs: Vec<u64> = stacks.values().flatten().copied().collect();
+        let names = self.names(&addrs, &mut unresolved);
+        KernelStacks {
+            frames: stacks
+                .iter()
+                .map(|(&id, ips)| (id, ips.iter().map(|ip| names[ip].clone()).collect()))
+                .collect(),
+            unresolved,
+        }
     }
 
     /// `function [k]` for each address; one it cannot name is counted in
