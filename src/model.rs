@@ -87,6 +87,7 @@ pub struct KernelLoss {
     pub lock_thread_map_full: u64,
     pub sched_map_full: u64,
     pub poll_map_full: u64,
+    pub kernel_stack_lost: u64,
 }
 
 /// A process's calls of one poll-family syscall, summed over CPUs.

@@ -326,6 +326,7 @@ fn loss(
         lock_thread_map_full: kernel.lock_thread_map_full,
         sched_map_full: kernel.sched_map_full,
         poll_map_full: kernel.poll_map_full,
+        kernel_stack_lost: kernel.kernel_stack_lost,
     }
 }
 
@@ -515,13 +516,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let kernel = collector.counters()?;
     let undecodable = *collector.undecodable_events.borrow();
     let sampling_policy = collector.sampling_policy();
-    let kernel_stacks: HashMap<i32, Vec<u64>> = window
-        .tally
-        .cpu
-        .keys()
-        .filter_map(|(_, c, _)| c.kernel_stack)
-        .map(|id| (id, collector.kernel_stack(id)))
-        .collect();
+    let kernel_stacks = collector.kernel_stacks();
     drop(collector);
     phases.mark("reading counters, unwinding the rest");
 

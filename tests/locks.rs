@@ -6,26 +6,6 @@ mod common;
 use common::*;
 use kerntax::report::{LockKind, LockReport, Report};
 
-fn run_locks(args: &[&str]) -> Profiled {
-    let exe = fixture("locks");
-    let mut argv = vec![exe.to_str().unwrap()];
-    argv.extend_from_slice(args);
-    let p = run(&[], &argv);
-    assert!(p.output.status.success(), "{}", p.stderr);
-    p
-}
-
-/// The `key=value` the fixture printed.
-fn printed(p: &Profiled, key: &str) -> i64 {
-    let stdout = String::from_utf8_lossy(&p.output.stdout);
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {stdout}"))
-        .parse()
-        .unwrap()
-}
-
 fn lock<'a>(r: &'a Report, symbol: &str) -> &'a LockReport {
     r.locks
         .iter()
@@ -43,7 +23,7 @@ fn the_hot_mutex_is_first_named_and_its_wait_time_matches_the_programs_own() {
     if !bpf_available() {
         return;
     }
-    let p = run_locks(&["hot", "4", "300", "100"]);
+    let p = run_ok("locks", &["hot", "4", "300", "100"]);
     let r = &p.report;
     let first = &r.locks[0];
     assert_eq!(first.symbol.as_deref(), Some("g_hot_lock"), "{:?}", r.locks);
@@ -101,7 +81,7 @@ fn a_thread_sleeping_in_pthread_cond_wait_is_waiting_for_work_not_contention() {
     if !bpf_available() {
         return;
     }
-    let p = run_locks(&["condvar", "1000"]);
+    let p = run_ok("locks", &["condvar", "1000"]);
     let r = &p.report;
     let cond = r
         .locks
@@ -137,7 +117,7 @@ fn sysv_semaphore_waits_go_to_their_semid_across_processes() {
     if !bpf_available() {
         return;
     }
-    let p = run_locks(&["sysv", "300"]);
+    let p = run_ok("locks", &["sysv", "300"]);
     let semid = printed(&p, "semid") as u32;
     let r = &p.report;
     let sem = r
@@ -162,7 +142,7 @@ fn a_shared_futex_between_two_processes_is_one_lock() {
     if !bpf_available() {
         return;
     }
-    let p = run_locks(&["shared", "300"]);
+    let p = run_ok("locks", &["shared", "300"]);
     let shared: Vec<&LockReport> = p
         .report
         .locks
@@ -182,7 +162,7 @@ fn rwlocks_semaphores_and_pi_mutexes_are_told_apart() {
     if !bpf_available() {
         return;
     }
-    let rw = run_locks(&["rwlock", "3", "3000"]);
+    let rw = run_ok("locks", &["rwlock", "3", "3000"]);
     let l = rw
         .report
         .locks
@@ -194,9 +174,9 @@ fn rwlocks_semaphores_and_pi_mutexes_are_told_apart() {
         })
         .expect("g_rwlock");
     assert_eq!(l.kind, LockKind::Rwlock);
-    let sem = run_locks(&["sem", "3", "300"]);
+    let sem = run_ok("locks", &["sem", "3", "300"]);
     assert_eq!(lock(&sem.report, "g_sem").kind, LockKind::Semaphore);
-    let pi = run_locks(&["pi", "3", "300"]);
+    let pi = run_ok("locks", &["pi", "3", "300"]);
     let l = lock(&pi.report, "g_pi_lock");
     assert_eq!(l.kind, LockKind::PiMutex);
     assert!(l.waits > 0);

@@ -5,25 +5,6 @@ mod common;
 use common::*;
 use kerntax::report::{OffCpuReason, OffCpuThread, Report};
 
-fn run_waits(args: &[&str]) -> Profiled {
-    let exe = fixture("waits");
-    let mut argv = vec![exe.to_str().unwrap()];
-    argv.extend_from_slice(args);
-    let p = run(&[], &argv);
-    assert!(p.output.status.success(), "{}", p.stderr);
-    p
-}
-
-fn printed(p: &Profiled, key: &str) -> i64 {
-    let stdout = String::from_utf8_lossy(&p.output.stdout);
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {stdout}"))
-        .parse()
-        .unwrap()
-}
-
 fn thread(r: &Report, tid: u32) -> &OffCpuThread {
     r.offcpu
         .iter()
@@ -36,7 +17,7 @@ fn a_second_blocked_in_read_is_io_wait_ended_by_the_writer() {
     if !bpf_available() {
         return;
     }
-    let p = run_waits(&["pipe", "1000"]);
+    let p = run_ok("waits", &["pipe", "1000"]);
     let (reader, writer) = (
         printed(&p, "reader_tid") as u32,
         printed(&p, "writer_tid") as u32,
@@ -106,7 +87,7 @@ fn poll_over_a_thousand_fds_with_one_ready_is_reported_exactly() {
     if !bpf_available() {
         return;
     }
-    let p = run_waits(&["poll", "1000", "3000"]);
+    let p = run_ok("waits", &["poll", "1000", "3000"]);
     let poll = poll_report(&p.report, "poll");
     assert_eq!(
         (poll.calls, poll.max_fds, poll.timeouts, poll.errors),
@@ -129,14 +110,14 @@ fn epoll_and_select_report_their_sets_and_readiness() {
     if !bpf_available() {
         return;
     }
-    let e = run_waits(&["epoll", "1000", "3000"]);
+    let e = run_ok("waits", &["epoll", "1000", "3000"]);
     let ep = poll_report(&e.report, "epoll_wait");
     assert_eq!(
         (ep.calls, ep.fds_per_call, ep.ready_per_call),
         (3000, 1000.0, 1.0),
         "interest set from epoll_ctl"
     );
-    let s = run_waits(&["select", "300", "2000"]);
+    let s = run_ok("waits", &["select", "300", "2000"]);
     // glibc implements select() with pselect6.
     let sel = poll_report(&s.report, "pselect6");
     assert_eq!(
@@ -151,7 +132,7 @@ fn sched_yield_calls_are_counted_exactly_per_thread() {
     if !bpf_available() {
         return;
     }
-    let p = run_waits(&["yield", "3", "20000"]);
+    let p = run_ok("waits", &["yield", "3", "20000"]);
     let r = &p.report;
     let yielders: Vec<_> = r.threads.iter().filter(|t| t.tid != r.target_pid).collect();
     assert_eq!(yielders.len(), 3);
@@ -172,7 +153,7 @@ fn a_cpu_bound_function_is_the_top_on_cpu_frame() {
     if !bpf_available() {
         return;
     }
-    let p = run_waits(&["cpu", "600"]);
+    let p = run_ok("waits", &["cpu", "600"]);
     let c = &p.report.cpu_samples;
     assert_eq!(c.frequency_hz, 99);
     assert!(
@@ -205,7 +186,7 @@ fn spinning_on_a_spinlock_is_told_apart_from_work() {
     if !bpf_available() {
         return;
     }
-    let p = run_waits(&["spin", "600"]);
+    let p = run_ok("waits", &["spin", "600"]);
     let s = &p.report.spin;
     assert!(s.spin_share > 0.8, "{s:?}");
     let top = &s.spin_stacks[0].frames;
@@ -217,7 +198,7 @@ fn kernel_frames_show_where_system_time_goes() {
     if !bpf_available() {
         return;
     }
-    let p = run_waits(&["pingpong", "60000"]);
+    let p = run_ok("waits", &["pingpong", "60000"]);
     let c = &p.report.cpu_samples;
     assert!(c.kernel_samples > 0);
     assert!(
@@ -247,7 +228,7 @@ fn the_timeline_adds_up_to_the_run() {
     if !bpf_available() {
         return;
     }
-    let p = run_waits(&["pingpong", "40000"]);
+    let p = run_ok("waits", &["pingpong", "40000"]);
     let r = &p.report;
     let t = &r.timeline;
     assert_eq!(t.interval_ns, 100_000_000);
@@ -277,4 +258,45 @@ fn the_timeline_adds_up_to_the_run() {
         );
     }
     assert!(p.stderr.contains("TIMELINE"));
+}
+
+/// Issue 4: CPU samples taken while a process frees its memory in do_exit
+/// (its user memory already gone) or inside execve (the old image's
+/// registers, the new image's memory) were counted as lost user stacks, and
+/// kernel stacks that collided in the stack map were dropped without a word.
+#[test]
+fn samples_in_exit_and_exec_lose_no_stack_issue_4() {
+    if !bpf_available() {
+        return;
+    }
+    let exe = fixture("waits");
+    let p = run(
+        &["--sample-hz", "999"],
+        &[exe.to_str().unwrap(), "exitfree", "1024"],
+    );
+    assert!(p.output.status.success(), "{}", p.stderr);
+    let c = &p.report.cpu_samples;
+    let in_exit: Vec<_> = c
+        .folded
+        .iter()
+        .filter(|f| f.frames.iter().any(|x| x == "do_exit [k]"))
+        .collect();
+    let exit_samples: u64 = in_exit.iter().map(|f| f.count).sum();
+    assert!(
+        exit_samples >= 20,
+        "freeing 1 GiB at exit: {exit_samples} samples"
+    );
+    for f in &in_exit {
+        assert!(
+            f.frames.iter().all(|x| x.ends_with(" [k]")),
+            "no user frames once the memory is gone: {:?}",
+            f.frames
+        );
+    }
+    assert!(
+        c.folded.iter().all(|f| !f.frames.is_empty()),
+        "every sample keeps a stack"
+    );
+    assert_eq!(p.report.loss.stack_read_failed, 0, "{:?}", p.report.loss);
+    assert_eq!(p.report.loss.kernel_stack_lost, 0, "{:?}", p.report.loss);
 }

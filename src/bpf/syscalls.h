@@ -82,14 +82,14 @@ struct kt_kernel_loss {
 	__u64 lock_thread_map_full;  /* a waiter not counted as distinct */
 	__u64 sched_map_full;        /* off-CPU or wake-up time with no room */
 	__u64 poll_map_full;         /* a poll-family call with no room */
+	__u64 kernel_stack_lost;     /* a CPU sample's kernel stack: not walked or no room */
 };
 
-enum kt_event_kind {
-	KT_EV_STACK = 1,
-	KT_EV_FORK = 2,
-	KT_EV_EXEC = 3,
-	KT_EV_EXIT_MAPS = 4,
-};
+/* Event kinds (kt_event_header.kind); build.rs hands these to Rust. */
+#define KT_EV_STACK 1
+#define KT_EV_FORK 2
+#define KT_EV_EXEC 3
+#define KT_EV_EXIT_MAPS 4
 
 /* Mappings sent when a process exits, at most this many. */
 #define KT_MAX_EXIT_MAPS 256
@@ -111,6 +111,7 @@ struct kt_event_header {
 #define KT_SAMPLE_CPU 32    /* an on-CPU sample (nr: the syscall it was in, if any) */
 #define KT_SAMPLE_IN_KERNEL 64 /* ... taken in the kernel: kstack_id has its stack */
 #define KT_SAMPLE_SPIN 128  /* ... at a spin-wait (PAUSE) loop in user code */
+#define KT_SAMPLE_NO_USER 256 /* no user stack: exiting, or its image replaced by execve */
 
 /* A sampled user stack and what it stands for (KT_SAMPLE_* roles): taken at
  * a syscall's entry (calls), its exit (lock operations, sleep), or a wake. */

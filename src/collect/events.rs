@@ -13,19 +13,11 @@ unsafe impl plain::Plain for types::kt_stack_sample {}
 unsafe impl plain::Plain for types::kt_proc_event {}
 unsafe impl plain::Plain for types::kt_exit_maps_event {}
 
-const KT_EV_STACK: u32 = 1;
-const KT_EV_FORK: u32 = 2;
-const KT_EV_EXEC: u32 = 3;
-const KT_EV_EXIT_MAPS: u32 = 4;
-
-const KT_SAMPLE_CALL: u32 = 1;
-const KT_SAMPLE_LOCK: u32 = 2;
-const KT_SAMPLE_OFFCPU: u32 = 4;
-const KT_SAMPLE_WAKE: u32 = 8;
-const KT_SAMPLE_POLL: u32 = 16;
-const KT_SAMPLE_CPU: u32 = 32;
-const KT_SAMPLE_IN_KERNEL: u32 = 64;
-const KT_SAMPLE_SPIN: u32 = 128;
+#[allow(dead_code)]
+mod constants {
+    include!(concat!(env!("OUT_DIR"), "/bpf_constants.rs"));
+}
+use constants::*;
 
 /// A mapping of an exiting process: a file's, the anonymous one right after
 /// a file's (its .bss), or the heap.
@@ -71,6 +63,9 @@ pub struct StackSample {
     pub bp: u64,
     /// User stack bytes starting at `sp`.
     pub stack: Vec<u8>,
+    /// Taken with no user stack to read (the thread exiting, or its image
+    /// replaced by execve): not a loss, and no user frames to show.
+    pub no_user_stack: bool,
 }
 
 /// What an on-CPU sample saw besides the user stack.
@@ -199,6 +194,7 @@ impl Event {
                     sp: ev.sp,
                     bp: ev.bp,
                     stack: stack.to_vec(),
+                    no_user_stack: ev.flags & KT_SAMPLE_NO_USER != 0,
                 }))
             }
             KT_EV_FORK | KT_EV_EXEC => {

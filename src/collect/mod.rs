@@ -10,6 +10,7 @@ mod cpu;
 pub mod events;
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::Read;
 use std::mem::{MaybeUninit, size_of};
@@ -181,20 +182,16 @@ impl<'obj> Collector<'obj> {
         Ok(t)
     }
 
-    /// The kernel stack (innermost first) recorded under `id` by a CPU sample.
-    pub fn kernel_stack(&self, id: i32) -> Vec<u64> {
-        let Ok(Some(bytes)) = self
-            .skel
-            .maps
-            .kt_kstacks
-            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
-        else {
-            return vec![];
-        };
-        bytes
-            .chunks_exact(8)
-            .map(read_u64)
-            .take_while(|&ip| ip != 0)
+    /// The kernel stacks (innermost first) CPU samples recorded, by number.
+    pub fn kernel_stacks(&self) -> HashMap<i32, Vec<u64>> {
+        let map = &self.skel.maps.kt_kstacks;
+        map.keys()
+            .filter_map(|key| {
+                let value = map.lookup(&key, MapFlags::ANY).ok()??;
+                let id = i32::from_ne_bytes(value.get(..4)?.try_into().ok()?);
+                let ips = key.chunks_exact(8).map(read_u64).take_while(|&ip| ip != 0);
+                Some((id, ips.collect()))
+            })
             .collect()
     }
 
@@ -404,6 +401,7 @@ impl<'obj> Collector<'obj> {
             loss.lock_thread_map_full += l.lock_thread_map_full;
             loss.sched_map_full += l.sched_map_full;
             loss.poll_map_full += l.poll_map_full;
+            loss.kernel_stack_lost += l.kernel_stack_lost;
         }
         Ok(KernelCounters {
             syscalls,

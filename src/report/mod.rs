@@ -452,6 +452,9 @@ pub struct Loss {
     pub sched_map_full: u64,
     /// Poll-family calls with no room in their map.
     pub poll_map_full: u64,
+    /// CPU samples in the kernel whose kernel stack was lost (map full).
+    #[serde(default)]
+    pub kernel_stack_lost: u64,
 }
 
 impl Loss {

@@ -5,6 +5,7 @@
 //! slow either.
 
 use std::collections::HashMap;
+use std::io::BufRead;
 use std::thread::JoinHandle;
 
 /// Kernel stacks by stack id, named.
@@ -15,40 +16,50 @@ pub struct KernelStacks {
     pub unresolved: u64,
 }
 
-/// Text symbols sorted by address.
+/// Text symbols sorted by address, their names in one buffer (a String
+/// each would double kerntax's memory).
 #[derive(Debug, Default)]
 pub struct Kallsyms {
-    symbols: Vec<(u64, String)>,
+    /// (address, range of its name in `names`), sorted by address.
+    symbols: Vec<(u64, u32, u32)>,
+    names: String,
 }
 
 impl Kallsyms {
     /// Parses kallsyms text: `ADDRESS TYPE NAME [MODULE]`. Only code
     /// (types t, T, w, W) is kept; with every address zero (kptr_restrict)
     /// nothing is, and every lookup fails.
-    pub fn parse(text: &str) -> Kallsyms {
-        let mut symbols: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split_ascii_whitespace();
-                let addr = u64::from_str_radix(fields.next()?, 16).ok()?;
-                let kind = fields.next()?;
-                let name = fields.next()?;
-                (addr != 0 && matches!(kind, "t" | "T" | "w" | "W"))
-                    .then(|| (addr, name.to_string()))
-            })
-            .collect();
-        symbols.sort_by_key(|s| s.0);
-        Kallsyms { symbols }
+    pub fn parse(text: impl BufRead) -> Kallsyms {
+        let mut k = Kallsyms::default();
+
+        for line in text.lines().map_while(Result::ok) {
+            let mut fields = line.split_ascii_whitespace();
+            let (Some(addr), Some(kind), Some(name)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
+            if addr != 0 && matches!(kind, "t" | "T" | "w" | "W") {
+                let start = k.names.len() as u32;
+                k.names.push_str(name);
+                k.symbols.push((addr, start, k.names.len() as u32));
+            }
+        }
+        k.symbols.sort_by_key(|s| s.0);
+        k.symbols.shrink_to_fit();
+        k.names.shrink_to_fit();
+        k
     }
 
     pub fn load() -> Kallsyms {
-        std::fs::read_to_string("/proc/kallsyms")
-            .map(|text| Kallsyms::parse(&text))
+        std::fs::File::open("/proc/kallsyms")
+            .map(|f| Kallsyms::parse(std::io::BufReader::new(f)))
             .unwrap_or_default()
     }
 
-    /// Loads on a SCHED_IDLE thread: on a small machine it must not take
-    /// a CPU from the target or from draining the ring buffer.
     pub fn load_in_background() -> JoinHandle<Kallsyms> {
         std::thread::spawn(|| {
             let param = libc::sched_param { sched_priority: 0 };
@@ -61,7 +72,8 @@ impl Kallsyms {
     /// The function an address is in: the closest symbol at or below it.
     pub fn name(&self, addr: u64) -> Option<&str> {
         let i = self.symbols.partition_point(|s| s.0 <= addr);
-        i.checked_sub(1).map(|i| self.symbols[i].1.as_str())
+        let (_, start, end) = self.symbols[i.checked_sub(1)?];
+        Some(&self.names[start as usize..end as usize])
     }
 
     /// Every stack (by stack id) as `function [k]` frames.
@@ -109,7 +121,7 @@ ffffffffc0b00000 W weak_fn [some_module]
 
     #[test]
     fn an_address_is_named_by_the_closest_code_symbol_below_it() {
-        let k = Kallsyms::parse(TEXT);
+        let k = Kallsyms::parse(TEXT.as_bytes());
         assert_eq!(k.name(0xffffffff81000080), Some("entry_SYSCALL_64"));
         assert_eq!(k.name(0xffffffff81001fff), Some("do_sys_poll"));
         // Data symbols are not functions: the address stays in do_sys_poll.
@@ -124,7 +136,7 @@ ffffffffc0b00000 W weak_fn [some_module]
 
     #[test]
     fn unnamed_addresses_are_counted_once_each() {
-        let k = Kallsyms::parse(TEXT);
+        let k = Kallsyms::parse(TEXT.as_bytes());
         let mut unresolved = 0;
         let names = k.names(&[0x10, 0x10, 0xffffffff81001008], &mut unresolved);
         assert_eq!(unresolved, 1);
@@ -134,7 +146,7 @@ ffffffffc0b00000 W weak_fn [some_module]
 
     #[test]
     fn hidden_addresses_name_nothing() {
-        let k = Kallsyms::parse("0000000000000000 T entry_SYSCALL_64\n");
+        let k = Kallsyms::parse(&b"0000000000000000 T entry_SYSCALL_64\n"[..]);
         assert_eq!(k.name(0xffffffff81000080), None);
     }
 }

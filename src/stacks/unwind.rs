@@ -301,6 +301,15 @@ impl Unwinding {
 
     /// Unwinds `s` with the mappings of process `owner`.
     fn unwind(&mut self, s: &StackSample, owner: u32) -> Unwound {
+        if s.no_user_stack {
+            return Unwound {
+                sample: s.clone(),
+                stack: UnwoundStack {
+                    frames: Vec::new(),
+                    truncated: false,
+                },
+            };
+        }
         let Some(p) = self.procs.get(&owner).filter(|p| p.covers(s.ip)) else {
             self.stats.maps_unavailable += 1;
             let stack = UnwoundStack {

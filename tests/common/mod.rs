@@ -65,10 +65,33 @@ pub fn run(extra: &[&str], argv: &[&str]) -> Profiled {
 }
 
 pub fn run_fixture(args: &[&str]) -> Profiled {
-    let exe = fixture("calls");
+    run_program("calls", args)
+}
+
+/// Fixture `name` with `args` under `kerntax run`, not checked.
+pub fn run_program(name: &str, args: &[&str]) -> Profiled {
+    let exe = fixture(name);
     let mut argv = vec![exe.to_str().unwrap()];
     argv.extend_from_slice(args);
     run(&[], &argv)
+}
+
+/// Fixture `name` with `args` under `kerntax run`; it must succeed.
+pub fn run_ok(name: &str, args: &[&str]) -> Profiled {
+    let p = run_program(name, args);
+    assert!(p.output.status.success(), "{}", p.stderr);
+    p
+}
+
+/// The `key=value` a fixture printed.
+pub fn printed(p: &Profiled, key: &str) -> i64 {
+    let stdout = String::from_utf8_lossy(&p.output.stdout);
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {stdout}"))
+        .parse()
+        .unwrap()
 }
 
 pub fn syscall<'a>(r: &'a Report, name: &str) -> &'a SyscallReport {
