@@ -71,6 +71,17 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         json: Option<PathBuf>,
     },
+    /// Compare two JSON reports: figures, syscalls, locks, and which
+    /// findings were resolved, are new, or remain.
+    Diff {
+        /// The report before the change.
+        before: PathBuf,
+        /// The report after it.
+        after: PathBuf,
+        /// Also write the comparison as JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -94,6 +105,7 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
     let options = Options {
         duration: opts.duration,
         cpu_hz: opts.sample_hz,
+        target_stdout: None,
     };
     let outcome = session::profile(what, &options, started)?;
     // Like strace -c and perf stat: the report goes to stderr, leaving the
@@ -119,6 +131,21 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
         }
         Command::Demo { scenario, json, .. } => {
             crate::demo::run(scenario.as_deref(), json.as_deref())
+        }
+        Command::Diff {
+            before,
+            after,
+            json,
+        } => {
+            let before = crate::report::read::read(&before)?;
+            let after = crate::report::read::read(&after)?;
+            let d = crate::diff::diff(&before, &after);
+            print!("{}", crate::render::diff_text::render(&d));
+            if let Some(path) = json {
+                let text = serde_json::to_string_pretty(&d).expect("a diff always serializes");
+                crate::render::json::write_atomic(&path, text.as_bytes())?;
+            }
+            Ok(0)
         }
     }
 }

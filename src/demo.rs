@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -192,6 +193,75 @@ pub fn compare(variants: &[(&str, &Report)]) -> String {
     out
 }
 
+/// The throughput a lab program printed: the first figure in parentheses,
+/// as in `... in 0.916 s (2.18 M switches/s)` or `(19303 NVPS)`.
+pub fn throughput(output: &str) -> Option<(f64, String)> {
+    output.lines().find_map(|line| {
+        let inner = line.split_once('(')?.1;
+        let inner = inner.split([')', ',']).next()?;
+        let mut words = inner.split_whitespace();
+        let mut value: f64 = words.next()?.parse().ok()?;
+        let mut unit = words.next()?;
+        if let Some(scale) = match unit {
+            "k" => Some(1e3),
+            "M" => Some(1e6),
+            "G" => Some(1e9),
+            _ => None,
+        } {
+            value *= scale;
+            unit = words.next()?;
+        }
+        (unit.ends_with("/s") || unit == "NVPS").then(|| (value, unit.to_string()))
+    })
+}
+
+fn short(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e4 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+/// What each variant found, and for the first (bad) one's findings what
+/// the last (fixed) one made of them, with the remedy.
+pub fn findings_summary(variants: &[(&str, &Report)]) -> String {
+    let mut out = String::from(
+        "  findings:
+",
+    );
+    for (label, r) in variants {
+        let ids: Vec<&str> = r.findings.iter().map(|f| f.id.as_str()).collect();
+        let ids = if ids.is_empty() {
+            "none".to_string()
+        } else {
+            ids.join(", ")
+        };
+        let _ = writeln!(out, "    {label:<12} {ids}");
+    }
+    let (Some((_, bad)), Some((fixed_label, fixed))) = (variants.first(), variants.last()) else {
+        return out;
+    };
+    let d = crate::diff::diff(bad, fixed);
+    for f in &bad.findings {
+        let fate = if d
+            .findings
+            .resolved
+            .iter()
+            .any(|x| x.id == f.id && x.culprit == f.culprit.name)
+        {
+            format!("resolved in {fixed_label}")
+        } else {
+            format!("still in {fixed_label}")
+        };
+        let _ = writeln!(out, "\n  [{}] {} ({fate})", f.id, f.title);
+        crate::render::findings_text::wrapped(&mut out, "    remedy: ", &f.remedy);
+    }
+    out
+}
+
 pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
     let scenarios: Vec<&Scenario> = match only {
         Some(name) => vec![find(name)?],
@@ -206,12 +276,25 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
         println!("=== {}: {}\n{}\n", s.name, s.story, s.about);
         let exe = extract(dir.path(), s)?;
         let mut reports = vec![];
+        let mut throughputs = vec![];
         for &(variant, args) in s.variants {
             let mut argv: Vec<OsString> = vec![exe.clone().into()];
             argv.extend(args.iter().map(OsString::from));
             let json = json_dir.map(|d| d.join(format!("{}-{variant}.json", s.name)));
             println!("--- {variant}: {} {}", s.program, args.join(" "));
-            let outcome = session::profile(What::Run(argv), &Options::default(), Instant::now())?;
+            // The program's own output, kept to read its throughput from.
+            let out_path = dir.path().join(format!("{variant}.out"));
+            let out_file = std::fs::File::create(&out_path)
+                .with_context(|| format!("creating {}", out_path.display()))?;
+            let options = Options {
+                target_stdout: Some(out_file.as_raw_fd()),
+                ..Options::default()
+            };
+            let outcome = session::profile(What::Run(argv), &options, Instant::now())?;
+            drop(out_file);
+            let printed = std::fs::read_to_string(&out_path).unwrap_or_default();
+            print!("{printed}");
+            throughputs.push(throughput(&printed));
             println!("{}", text::render(&outcome.report, color));
             if let Some(path) = json {
                 crate::render::json::write(&outcome.report, &path)?;
@@ -221,11 +304,18 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
         let columns: Vec<(&str, &Report)> =
             s.variants.iter().map(|v| v.0).zip(reports.iter()).collect();
         let labels: Vec<&str> = columns.iter().map(|c| c.0).collect();
+        let mut table = compare(&columns);
+        if let Some(all) = throughputs.iter().cloned().collect::<Option<Vec<_>>>() {
+            let unit = all[0].1.clone();
+            let values: Vec<f64> = all.iter().map(|t| t.0).collect();
+            table += &row(&format!("throughput {unit}"), &values, short);
+        }
         println!(
-            "--- {}: {}\n{}",
+            "--- {}: {}\n{}\n{}",
             s.name,
             labels.join(" vs "),
-            compare(&columns)
+            table,
+            findings_summary(&columns)
         );
     }
     Ok(0)

@@ -46,6 +46,9 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// On-CPU samples per second and CPU; 0 turns CPU sampling off.
     pub cpu_hz: u64,
+    /// Where a `run` command's standard output goes (an open fd, kept open
+    /// by the caller until the run ends); None: kerntax's own.
+    pub target_stdout: Option<std::os::fd::RawFd>,
 }
 
 /// The default on-CPU sampling rate: off the beat of 100 Hz timers.
@@ -56,6 +59,7 @@ impl Default for Options {
         Options {
             duration: None,
             cpu_hz: DEFAULT_CPU_HZ,
+            target_stdout: None,
         }
     }
 }
@@ -469,7 +473,11 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect();
-            (Mode::Run, Some(cmd), Target::spawn_stopped(argv)?)
+            (
+                Mode::Run,
+                Some(cmd),
+                Target::spawn_stopped(argv, opts.target_stdout)?,
+            )
         }
         What::Attach(pid) => (Mode::Attach, None, Target::attach(*pid)?),
     };

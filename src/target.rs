@@ -115,7 +115,8 @@ impl Target {
     /// Why not std::process::Command: its spawn waits for the exec, which a
     /// child stopped before it never reaches. Why not ptrace: kerntax must
     /// work under strace or gdb too.
-    pub fn spawn_stopped(argv: &[OsString]) -> Result<Target> {
+    /// `stdout`, if given, becomes the command's standard output.
+    pub fn spawn_stopped(argv: &[OsString], stdout: Option<RawFd>) -> Result<Target> {
         let name = argv[0].to_string_lossy().into_owned();
         let path = resolve_command(&argv[0])?;
         let cstr = |s: &OsStr| {
@@ -149,6 +150,11 @@ impl Target {
             unsafe {
                 // Rust ignores SIGPIPE; a command must start with the default.
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                if let Some(fd) = stdout
+                    && libc::dup2(fd, 1) < 0
+                {
+                    libc::_exit(126);
+                }
                 libc::kill(libc::getpid(), libc::SIGSTOP);
                 libc::execve(path_c.as_ptr(), args_p.as_ptr(), environ_ptr());
                 let err = *libc::__errno_location();

@@ -5,10 +5,37 @@
 mod common;
 
 use common::*;
-use kerntax::report::Report;
+use kerntax::report::{Finding, Report};
 
 fn load(path: std::path::PathBuf) -> Report {
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Issue #5: `r` has finding `id`, whose culprit is named `culprit`.
+fn assert_finding<'a>(r: &'a Report, id: &str, culprit: &str) -> &'a Finding {
+    let ids: Vec<_> = r
+        .findings
+        .iter()
+        .map(|f| (&f.id, &f.culprit.name))
+        .collect();
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("no {id} among {ids:?}"));
+    assert_eq!(f.culprit.name, culprit, "{f:?}");
+    assert!(f.evidence.iter().all(|e| e.holds()), "{f:?}");
+    assert!(f.severity > 0.0 && f.expected_gain.time_ns > 0, "{f:?}");
+    f
+}
+
+/// Issue #5: a fixed program does not trigger its bad twin's finding.
+fn assert_no_finding(r: &Report, id: &str) {
+    assert!(
+        r.findings.iter().all(|f| f.id != id),
+        "{id} in {:?}",
+        r.findings
+    );
 }
 
 #[test]
@@ -67,6 +94,34 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
     // getcontext, the bootstrap swapcontext and the green thread's first hop back.
     assert_eq!(syscall(&fixed, "rt_sigprocmask").calls, 3);
     assert!(bad.summary.syscalls > 100 * fixed.summary.syscalls);
+
+    // Issue #5: the storm is found, named, and its remedy given; the fixed
+    // variant has none, and the demo says so next to the throughput.
+    let storm = assert_finding(&bad, "syscall.storm", "rt_sigprocmask");
+    assert!(has_frame(&storm.culprit.frames, "swapcontext"), "{storm:?}");
+    assert!(
+        storm.remedy.contains("_setjmp/_longjmp"),
+        "{}",
+        storm.remedy
+    );
+    assert_no_finding(&fixed, "syscall.storm");
+    assert!(
+        stdout.contains("resolved in fixed") && stdout.contains("throughput switches/s"),
+        "{stdout}"
+    );
+    let diff = kerntax()
+        .arg("diff")
+        .arg(dir.path().join("ruby-switch-bad.json"))
+        .arg(dir.path().join("ruby-switch-fixed.json"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&diff.stdout);
+    assert!(
+        diff.status.success(),
+        "{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    assert!(text.contains("resolved   syscall.storm"), "{text}");
 }
 
 /// Runs one demo scenario and returns its reports by variant label.
@@ -138,6 +193,10 @@ fn icinga_bad_ranks_the_namespace_mutex_first_and_frozen_reads_take_no_lock() {
         futex_calls(bad),
         futex_calls(fixed)
     );
+    let hot = assert_finding(bad, "lock.exclusive-hot", "mutex g_namespace_lock");
+    assert!(has_frame(&hot.culprit.frames, "ns_get"), "{hot:?}");
+    assert_no_finding(rw, "lock.exclusive-hot");
+    assert_no_finding(fixed, "lock.exclusive-hot");
 }
 
 #[test]
@@ -179,6 +238,18 @@ fn zabbix_bad_queues_pollers_on_the_global_config_semaphore() {
             .any(|l| l.kind == kerntax::report::LockKind::SysvSem
                 && l.semnum.is_some_and(|n| (1..=4).contains(&n)))
     );
+    let semid = top.semid.unwrap();
+    let global = assert_finding(
+        bad,
+        "lock.global-serializes",
+        &format!("sysv-sem semid {semid}, sem 0"),
+    );
+    assert!(
+        global.remedy.contains("DCget_user_macro"),
+        "{}",
+        global.remedy
+    );
+    assert_no_finding(fixed, "lock.global-serializes");
 }
 
 #[test]
@@ -205,6 +276,9 @@ fn rocketmq_mutex_hands_off_by_futex() {
         "{:?}",
         top.waiter_stacks[0].frames
     );
+    let churn = assert_finding(bad, "lock.handoff-churn", "mutex g_putmessage_lock");
+    assert!(has_frame(&churn.culprit.frames, "put_message"), "{churn:?}");
+    assert_no_finding(&runs["fixed"], "lock.handoff-churn");
 }
 
 /// Issue #4: a poll() over every tunnel's fd with one ready must be plain
@@ -257,6 +331,12 @@ fn prol2tp_bad_polls_every_tunnel_for_one_ready_fd_and_fixed_uses_epoll() {
         epoll.cpu_ns,
         poll.cpu_ns
     );
+    let scan = assert_finding(bad, "poll.low-readiness", "poll");
+    assert!(
+        has_frame(&scan.culprit.frames, "event_loop_once"),
+        "{scan:?}"
+    );
+    assert_no_finding(fixed, "poll.low-readiness");
 }
 
 /// Issue #4: the spin lock burns CPU in its acquire loop, the k-backoff lock
@@ -323,4 +403,10 @@ fn rocketmq_spin_locks_show_as_spinning_and_yield_storms() {
         assert_eq!(lock.symbol.as_deref(), Some("g_putmessage_spinlock"));
         assert!(has_frame(&lock.waiter_stacks[0].frames, "abs_park"));
     }
+
+    // Issue #5: both spin locks waste CPU, one spinning, one yielding.
+    let waste = assert_finding(spin, "spin.waste", "spin_lock");
+    assert!(waste.title.contains("spin"), "{waste:?}");
+    let storm = spin_yield.findings.iter().find(|f| f.id == "spin.waste");
+    assert!(storm.is_some(), "{:?}", spin_yield.findings);
 }

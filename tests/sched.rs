@@ -179,6 +179,33 @@ fn a_cpu_bound_function_is_the_top_on_cpu_frame() {
         "a busy loop without PAUSE is work, not spinning"
     );
     assert!(p.stderr.contains("ON-CPU"));
+    // Issue #5: a program with no problem gets no finding.
+    assert!(p.report.findings.is_empty(), "{:?}", p.report.findings);
+    assert!(p.stderr.contains("FINDINGS: none"), "{}", p.stderr);
+}
+
+/// Issue #5: consumers that sleep until one producer hands them work all
+/// wait on that producer, and the wake-up graph says so.
+#[test]
+fn consumers_waiting_on_one_producer_find_the_bottleneck() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_ok("waits", &["producer", "4", "300"]);
+    let producer = printed(&p, "producer_tid");
+    let f = p
+        .report
+        .findings
+        .iter()
+        .find(|f| f.id == "wait.bottleneck")
+        .unwrap_or_else(|| panic!("{:?}\n{:?}", p.report.findings, p.report.wakeups));
+    assert_eq!(f.culprit.name, format!("waits (tid {producer})"), "{f:?}");
+    assert!(
+        has_frame(&f.culprit.frames, "produce"),
+        "the producer's wake-up stack: {:?}",
+        f.culprit.frames
+    );
+    assert!(f.evidence.iter().all(|e| e.holds()), "{f:?}");
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! Renderers: each reads a `Report` and nothing else.
 
+pub mod diff_text;
+pub(crate) mod findings_text;
 pub mod json;
 mod locks_text;
 mod sched_text;

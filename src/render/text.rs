@@ -223,6 +223,7 @@ fn footer(r: &Report, out: &mut String) {
 pub fn render(r: &Report, color: bool) -> String {
     let mut out = String::new();
     header(r, &mut out, color);
+    super::findings_text::findings(r, &mut out);
     super::locks_text::locks(r, &mut out);
     super::sched_text::offcpu(r, &mut out);
     super::sched_text::wakeups(r, &mut out);

@@ -201,7 +201,7 @@ pub fn build(inp: Inputs) -> Report {
         })
         .collect();
 
-    Report {
+    let mut report = Report {
         schema_version: SCHEMA_VERSION,
         kerntax_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: inp.mode,
@@ -215,6 +215,7 @@ pub fn build(inp: Inputs) -> Report {
         end_reason: inp.end_reason,
         duration_ns: d,
         summary,
+        findings: vec![],
         processes: processes(&inp.threads),
         threads,
         syscalls,
@@ -229,7 +230,9 @@ pub fn build(inp: Inputs) -> Report {
         sampling: inp.sampling,
         loss: inp.loss,
         profiler: inp.profiler,
-    }
+    };
+    report.findings = crate::findings::analyse(&report);
+    report
 }
 
 #[cfg(test)]
@@ -253,7 +256,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn sample_lock(kind: LockKind, symbol: &str) -> LockReport {
+    pub(crate) fn sample_lock(kind: LockKind, symbol: &str) -> LockReport {
         let stack = |f: &str| LockStack {
             frames: vec![
                 "__lll_lock_wait (lowlevellock.c:49)".into(),

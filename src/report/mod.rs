@@ -5,12 +5,17 @@
 //! removal or a change of meaning bumps the version.
 
 pub mod build;
+pub mod read;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2 added `findings` and `loss.kernel_stack_lost`; version 1 reports are
+/// still read (their findings are worked out again on reading).
+pub const SCHEMA_VERSION: u32 = 2;
+/// The oldest version `kerntax diff` and friends read.
+pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -46,6 +51,9 @@ pub struct Report {
     /// Wall time profiled.
     pub duration_ns: u64,
     pub summary: Summary,
+    /// What kerntax concluded, most at stake first (src/findings/).
+    #[serde(default)]
+    pub findings: Vec<Finding>,
     pub processes: Vec<ProcessReport>,
     pub threads: Vec<ThreadReport>,
     /// Aggregated over the whole target, most total time first.
@@ -89,6 +97,80 @@ pub struct Summary {
     pub syscalls: u64,
     pub syscall_errors: u64,
     pub syscalls_per_s: f64,
+}
+
+/// A problem recognised in the figures, with the remedy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The rule, e.g. `lock.exclusive-hot`: stable across versions.
+    pub id: String,
+    pub title: String,
+    /// Share of the target's wall or CPU time at stake, 0..1.
+    pub severity: f64,
+    /// The figures that triggered it, each next to its threshold.
+    pub evidence: Vec<Evidence>,
+    pub culprit: Culprit,
+    /// What to change and why, with a short example.
+    pub remedy: String,
+    pub expected_gain: ExpectedGain,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// What was measured, with its unit in the name (`wait_share`, `calls_per_s`).
+    pub metric: String,
+    pub value: f64,
+    pub threshold: f64,
+    /// Whether `value` must be at least (`min`) or at most (`max`) the threshold.
+    pub bound: Bound,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    Min,
+    Max,
+}
+
+impl Evidence {
+    pub fn holds(&self) -> bool {
+        match self.bound {
+            Bound::Min => self.value >= self.threshold,
+            Bound::Max => self.value <= self.threshold,
+        }
+    }
+}
+
+/// What the finding is about: a lock, a syscall, a call site or a thread.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Culprit {
+    pub kind: CulpritKind,
+    /// A lock's symbol (or address, or SysV key), a syscall's name, a thread
+    /// as `comm (tid N)`.
+    pub name: String,
+    /// Its symbolized stack, innermost first: the call site, or the waiters'
+    /// top stack.
+    pub frames: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CulpritKind {
+    Lock,
+    Syscall,
+    Thread,
+    Process,
+}
+
+/// An upper bound on what the remedy can win, derived from the evidence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExpectedGain {
+    pub time_ns: u64,
+    /// `time_ns` as a share of the run's wall time (or of its CPU time, as
+    /// `basis` says), 0..1.
+    pub share: f64,
+    /// How the bound was derived.
+    pub basis: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

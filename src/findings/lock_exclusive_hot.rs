@@ -1,0 +1,144 @@
+//! `lock.exclusive-hot` (Icinga 2): one exclusive lock takes most of the
+//! waiting, and the threads queue on it mostly to *read*. Readers exclude
+//! each other for nothing: a read/write lock lets them in together, and data
+//! frozen after start-up needs no lock at all.
+//!
+//! Read paths are told from the waiters' stacks: the first function of the
+//! program's own (above libc's lock code) whose name has a verb that reads
+//! (`get`, `lookup`, `find`, ...) rather than one that writes (`set`, `put`,
+//! `add`, ...); stacks with neither count as writes.
+
+use super::common::*;
+use crate::report::{Finding, LockKind, LockReport, Report};
+
+pub const ID: &str = "lock.exclusive-hot";
+/// The lock's share of all waiting on contended locks.
+pub const MIN_SHARE_OF_LOCK_WAIT: f64 = 0.5;
+/// Share of its waiting threads' time spent waiting for it.
+pub const MIN_WAITING_SHARE: f64 = 0.1;
+pub const MIN_THREADS: f64 = 2.0;
+/// Share of waiting acquisitions made on read paths.
+pub const MIN_READ_SHARE: f64 = 0.8;
+
+const READ_VERBS: &[&str] = &[
+    "get", "lookup", "find", "read", "query", "search", "contains", "resolve", "fetch", "load",
+    "peek", "has", "is", "exists", "count", "evaluate", "match",
+];
+const WRITE_VERBS: &[&str] = &[
+    "set", "put", "add", "insert", "update", "write", "remove", "delete", "del", "store", "push",
+    "pop", "modify", "register", "append", "clear", "free", "alloc", "create", "destroy",
+];
+
+pub fn check(r: &Report) -> Vec<Finding> {
+    let all_wait = contention_wait_ns(r);
+    r.locks
+        .iter()
+        .filter(|l| l.contention && exclusive(l.kind))
+        .filter_map(|l| {
+            let waiting = waiting_share(r, l);
+            let reads = read_share(l);
+            let per_thread_wait = l.wait_ns as f64 / f64::from(l.threads.max(1));
+            Draft {
+                id: ID,
+                title: format!(
+                    "{} is an exclusive lock that threads mostly queue on to read",
+                    lock_name(l)
+                ),
+                severity: waiting,
+                evidence: vec![
+                    at_least("share_of_lock_wait", ratio(l.wait_ns as f64, all_wait), MIN_SHARE_OF_LOCK_WAIT),
+                    at_least("waiting_share", waiting, MIN_WAITING_SHARE),
+                    at_least("waiting_threads", f64::from(l.threads), MIN_THREADS),
+                    at_least("read_path_share", reads, MIN_READ_SHARE),
+                ],
+                culprit: lock_culprit(l),
+                remedy: "Readers exclude each other on this lock. Take it shared for reads: a \
+                         read/write lock (pthread_rwlock_rdlock on lookups, wrlock only on the rare \
+                         update). Better, if the data stops changing after start-up, freeze it and \
+                         read it with no lock at all (build it, publish it once, e.g. with an \
+                         atomic pointer swap or RCU, and let lookups read the frozen copy)."
+                    .into(),
+                expected_gain: wall_gain(
+                    r,
+                    per_thread_wait,
+                    "the wait in this lock per waiting thread: readers that no longer exclude \
+                     each other stop waiting",
+                ),
+            }
+            .fire()
+        })
+        .collect()
+}
+
+fn exclusive(kind: LockKind) -> bool {
+    matches!(
+        kind,
+        LockKind::Mutex | LockKind::PiMutex | LockKind::SysvSem | LockKind::Unknown
+    )
+}
+
+/// Share of the waiters' acquisitions (by count) made on read paths.
+pub fn read_share(l: &LockReport) -> f64 {
+    let total: u64 = l.waiter_stacks.iter().map(|s| s.count).sum();
+    let reads: u64 = l
+        .waiter_stacks
+        .iter()
+        .filter(|s| reads(&s.frames))
+        .map(|s| s.count)
+        .sum();
+    ratio(reads as f64, total as f64)
+}
+
+/// Whether a waiter stack (innermost first) is a read path.
+pub fn reads(frames: &[String]) -> bool {
+    for frame in frames {
+        let words = words(function(frame));
+        if words.iter().any(|w| WRITE_VERBS.contains(&w.as_str())) {
+            return false;
+        }
+        if words.iter().any(|w| READ_VERBS.contains(&w.as_str())) {
+            return true;
+        }
+    }
+    false
+}
+
+/// `DCget_user_macro` -> [dc, get, user, macro]; `lookUpName` -> [look, up, name].
+fn words(function: &str) -> Vec<String> {
+    let mut out = vec![];
+    let name = function.rsplit("::").next().unwrap_or(function);
+    for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let mut word = String::new();
+        let chars: Vec<char> = part.chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            let lower_before = i > 0 && chars[i - 1].is_ascii_lowercase();
+            let upper_run_ends = i > 0
+                && chars[i - 1].is_ascii_uppercase()
+                && c.is_ascii_uppercase()
+                && chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            if c.is_ascii_uppercase() && (lower_before || upper_run_ends) && !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            word.push(c.to_ascii_lowercase());
+        }
+        if !word.is_empty() {
+            out.push(word);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_snake_and_camel_case() {
+        assert_eq!(words("ns_get_value"), ["ns", "get", "value"]);
+        // Ambiguous run-togethers stay whole rather than guessed at.
+        assert_eq!(words("DCget_user_macro"), ["d", "cget", "user", "macro"]);
+        assert_eq!(words("lookUpName"), ["look", "up", "name"]);
+        assert_eq!(words("ns::Namespace::getValue"), ["get", "value"]);
+        assert_eq!(words("HTTPServer"), ["http", "server"]);
+    }
+}

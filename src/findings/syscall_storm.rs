@@ -1,0 +1,165 @@
+//! `syscall.storm` (Ruby 1.8): one syscall made at a very high rate for
+//! little work each time, so entering and leaving the kernel becomes the
+//! program's main cost. Calls that move data, wait, or take locks are left
+//! to the rules that understand them (their rate is the work, or the wait);
+//! what remains is bookkeeping — signal masks, time, ids, file status,
+//! memory mapping — that can usually be made once, cached, or avoided.
+//!
+//! `rt_sigprocmask` from `getcontext`/`setcontext`/`swapcontext` is named as
+//! such: those save and restore the signal mask on every context switch.
+
+use super::common::*;
+use crate::report::{Culprit, CulpritKind, Finding, Report, SyscallReport};
+
+pub const ID: &str = "syscall.storm";
+pub const MIN_CALLS_PER_S: f64 = 10_000.0;
+/// The syscall's share of all syscalls made.
+pub const MIN_CALL_SHARE: f64 = 0.5;
+/// System time's share of the target's CPU time.
+pub const MIN_SYSTEM_SHARE: f64 = 0.2;
+/// Mean time per call: cheap calls, made too often.
+pub const MAX_MEAN_NS: f64 = 20_000.0;
+
+/// Calls whose rate is work or waiting, judged by other rules.
+const NOT_BOOKKEEPING: &[&str] = &[
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "pread64",
+    "pwrite64",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "sendmmsg",
+    "recvmmsg",
+    "splice",
+    "tee",
+    "vmsplice",
+    "sendfile",
+    "copy_file_range",
+    "io_uring_enter",
+    "io_submit",
+    "io_getevents",
+    "futex",
+    "futex_waitv",
+    "semop",
+    "semtimedop",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect6",
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "sched_yield",
+    "nanosleep",
+    "clock_nanosleep",
+    "wait4",
+    "waitid",
+    "accept",
+    "accept4",
+    "connect",
+    "msgsnd",
+    "msgrcv",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "fsync",
+    "fdatasync",
+    "sync_file_range",
+];
+
+const CONTEXT_FUNCTIONS: &[&str] = &["getcontext", "setcontext", "swapcontext"];
+
+pub fn check(r: &Report) -> Vec<Finding> {
+    let system_share = ratio(r.summary.sys_ns as f64, cpu_ns(r));
+    r.syscalls
+        .iter()
+        .filter(|s| !NOT_BOOKKEEPING.contains(&s.name.as_str()))
+        .filter_map(|s| {
+            let call_share = ratio(s.calls as f64, r.summary.syscalls as f64);
+            let rate = ratio(s.calls as f64, wall_ns(r) / 1e9);
+            let site = s.callsites.first();
+            let context_switch = context_function(s);
+            let at = site
+                .and_then(|c| caller(&c.frames))
+                .map(|f| format!(" from {f}"))
+                .unwrap_or_default();
+            let system_ns = r.summary.sys_ns as f64 * call_share;
+            Draft {
+                id: ID,
+                title: format!("{} is called {} times a second{at}", s.name, short(rate)),
+                severity: ratio(system_ns, cpu_ns(r)),
+                evidence: vec![
+                    at_least("calls_per_s", rate, MIN_CALLS_PER_S),
+                    at_least("call_share", call_share, MIN_CALL_SHARE),
+                    at_least("system_share", system_share, MIN_SYSTEM_SHARE),
+                    at_most(
+                        "mean_ns",
+                        ratio(s.total_ns as f64, s.calls as f64),
+                        MAX_MEAN_NS,
+                    ),
+                ],
+                culprit: Culprit {
+                    kind: CulpritKind::Syscall,
+                    name: s.name.clone(),
+                    frames: site.map(|c| c.frames.clone()).unwrap_or_default(),
+                },
+                remedy: remedy(s, context_switch),
+                expected_gain: cpu_gain(
+                    r,
+                    system_ns,
+                    "system time in proportion to this syscall's share of all calls",
+                ),
+            }
+            .fire()
+        })
+        .collect()
+}
+
+/// `swapcontext` if the top call site runs through one of the ucontext calls.
+fn context_function(s: &SyscallReport) -> Option<&'static str> {
+    let site = s.callsites.first()?;
+    site.frames.iter().find_map(|f| {
+        let name = function(f);
+        CONTEXT_FUNCTIONS
+            .iter()
+            .copied()
+            .find(|c| name.trim_start_matches('_') == *c)
+    })
+}
+
+fn remedy(s: &SyscallReport, context_switch: Option<&str>) -> String {
+    match (s.name.as_str(), context_switch) {
+        ("rt_sigprocmask", Some(f)) => format!(
+            "{f} saves or restores the signal mask with rt_sigprocmask on every switch between \
+             user-level threads. Switch without it: _setjmp/_longjmp (which, unlike \
+             setjmp/longjmp, do not save the mask), or a hand-written context switch that saves \
+             only the callee-saved registers (as boost.context does); set the mask once, \
+             outside the scheduler loop."
+        ),
+        ("rt_sigprocmask", None) => "Blocking and unblocking signals around each operation \
+             costs a syscall each time. Block them once for the thread (or the whole section), \
+             or use a flag checked by the signal handler instead."
+            .into(),
+        ("clock_gettime" | "gettimeofday" | "time", _) => "Reading the clock should not enter \
+             the kernel (the vDSO answers it): check the clock source (tsc, not hpet or \
+             xen), or read the time once per batch."
+            .into(),
+        ("mmap" | "munmap" | "brk" | "madvise" | "mprotect", _) => "Memory is mapped and \
+             unmapped over and over: keep and reuse buffers, or tune the allocator so it stops \
+             returning memory to the kernel (e.g. M_TRIM_THRESHOLD, M_MMAP_THRESHOLD)."
+            .into(),
+        _ => format!(
+            "The program enters the kernel for {} far more often than the answer can change. \
+             Make the call once and keep its result, batch the work behind it, or find the \
+             library call that issues it on every iteration (the call site above).",
+            s.name
+        ),
+    }
+}

@@ -1,0 +1,506 @@
+//! Every rule driven with synthetic reports just above and just below each
+//! of its thresholds: it fires on one side only.
+
+use super::*;
+use crate::report::build::{build, tests::sample_inputs, tests::sample_lock};
+use crate::report::*;
+
+const WALL: u64 = 1_000_000_000;
+/// How far past a threshold the two sides sit.
+const UP: f64 = 1.02;
+const DOWN: f64 = 0.98;
+
+pub(crate) fn base() -> Report {
+    let mut r = build(sample_inputs());
+    r.duration_ns = WALL;
+    r.findings.clear();
+    r.locks.clear();
+    r.syscalls.clear();
+    r.polls.clear();
+    r.offcpu.clear();
+    r.wakeups.clear();
+    r.spin = SpinReport::default();
+    r.summary.user_ns = 500_000_000;
+    r.summary.sys_ns = 500_000_000;
+    r.summary.syscalls = 0;
+    r.summary.involuntary_switches_per_s = 0.0;
+    r
+}
+
+fn fired(rule: Rule, r: &Report) -> bool {
+    let found = rule(r);
+    for f in &found {
+        assert!(f.evidence.iter().all(Evidence::holds), "{f:?}");
+        assert!((0.0..=1.0).contains(&f.severity), "{f:?}");
+        assert!(!f.remedy.is_empty() && !f.culprit.name.is_empty(), "{f:?}");
+    }
+    !found.is_empty()
+}
+
+fn stack(function: &str, count: u64) -> LockStack {
+    LockStack {
+        frames: vec![
+            "__lll_lock_wait (lowlevellock.c:49)".into(),
+            "my_lock (app.c:5)".into(),
+            format!("{function} (app.c:10)"),
+        ],
+        count,
+        wait_ns: 0,
+        samples: count,
+        estimated: false,
+    }
+}
+
+/// A contended lock: `threads` waiters spending `waiting` of their time in it.
+fn lock(kind: LockKind, name: &str, threads: u32, waiting: f64) -> LockReport {
+    let mut l = sample_lock(kind, name);
+    l.threads = threads;
+    l.wait_ns = (waiting * WALL as f64 * f64::from(threads)) as u64;
+    l
+}
+
+// lock.exclusive-hot
+
+fn exclusive_hot(share: f64, waiting: f64, threads: u32, reads: u64) -> Report {
+    let mut r = base();
+    let mut l = lock(LockKind::Mutex, "g_ns", threads, waiting);
+    l.waiter_stacks = vec![stack("ns_get", reads), stack("ns_set", 100 - reads)];
+    let mut other = lock(LockKind::Mutex, "g_other", 1, 0.0);
+    other.wait_ns = (l.wait_ns as f64 * (1.0 - share) / share) as u64;
+    r.locks = vec![l, other];
+    r
+}
+
+#[test]
+fn exclusive_hot_thresholds() {
+    use lock_exclusive_hot::*;
+    let rule: Rule = check;
+    let ok = (MIN_SHARE_OF_LOCK_WAIT * UP, MIN_WAITING_SHARE * UP, 4, 90);
+    assert!(fired(rule, &exclusive_hot(ok.0, ok.1, ok.2, ok.3)));
+    assert!(!fired(
+        rule,
+        &exclusive_hot(MIN_SHARE_OF_LOCK_WAIT * DOWN, ok.1, ok.2, ok.3)
+    ));
+    assert!(!fired(
+        rule,
+        &exclusive_hot(ok.0, MIN_WAITING_SHARE * DOWN, ok.2, ok.3)
+    ));
+    assert!(!fired(rule, &exclusive_hot(ok.0, ok.1, 1, ok.3)));
+    assert!(!fired(rule, &exclusive_hot(ok.0, ok.1, ok.2, 79)));
+    assert!(fired(rule, &exclusive_hot(ok.0, ok.1, ok.2, 80)));
+    // A read/write lock is already shared by readers.
+    let mut rw = exclusive_hot(ok.0, ok.1, ok.2, ok.3);
+    rw.locks[0].kind = LockKind::Rwlock;
+    assert!(!fired(rule, &rw));
+    let f = &check(&exclusive_hot(ok.0, ok.1, ok.2, ok.3))[0];
+    assert_eq!(f.culprit.name, "mutex g_ns");
+    assert_eq!(f.culprit.kind, CulpritKind::Lock);
+}
+
+#[test]
+fn read_paths_are_told_by_their_verbs() {
+    use lock_exclusive_hot::reads;
+    let s = |f: &[&str]| f.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert!(reads(&s(&[
+        "__lll_lock_wait (x.c:1)",
+        "ns_lock (a.c:1)",
+        "ns_get (a.c:2)"
+    ])));
+    assert!(reads(&s(&[
+        "pthread_mutex_lock",
+        "Namespace::lookupValue (a.cpp:3)"
+    ])));
+    assert!(!reads(&s(&[
+        "pthread_mutex_lock",
+        "ns_set (a.c:1)",
+        "ns_get (a.c:2)"
+    ])));
+    assert!(!reads(&s(&["pthread_mutex_lock", "worker (a.c:1)"])));
+}
+
+// lock.global-serializes
+
+fn global(threads: u32, waiting: f64, share: f64, callers: usize) -> Report {
+    let mut r = base();
+    let mut l = lock(LockKind::SysvSem, "", threads, waiting);
+    l.symbol = None;
+    l.address = None;
+    l.semid = Some(7);
+    l.semnum = Some(0);
+    l.pids = (1..=threads).collect();
+    l.waiter_stacks = ["get_item", "add_history", "resolve_macro"][..callers]
+        .iter()
+        .map(|f| stack(f, 10))
+        .collect();
+    let mut other = lock(LockKind::Mutex, "g_other", 1, 0.0);
+    other.wait_ns = (l.wait_ns as f64 * (1.0 - share) / share) as u64;
+    r.locks = vec![l, other];
+    r
+}
+
+#[test]
+fn global_serializes_thresholds() {
+    use lock_global_serializes::*;
+    let rule: Rule = check;
+    let (t, w, s) = (
+        MIN_THREADS as u32,
+        MIN_WAITING_SHARE * UP,
+        MIN_SHARE_OF_LOCK_WAIT * UP,
+    );
+    assert!(fired(rule, &global(t, w, s, 2)));
+    assert!(!fired(rule, &global(t - 1, w, s, 2)));
+    assert!(!fired(rule, &global(t, MIN_WAITING_SHARE * DOWN, s, 2)));
+    assert!(!fired(
+        rule,
+        &global(t, w, MIN_SHARE_OF_LOCK_WAIT * DOWN, 2)
+    ));
+    assert!(!fired(rule, &global(t, w, s, 1)));
+    let f = &check(&global(8, 0.9, s, 3))[0];
+    assert_eq!(f.culprit.name, "sysv-sem semid 7, sem 0");
+    assert!(f.title.contains("8 processes"), "{}", f.title);
+    assert!(f.remedy.contains("get_item") && f.remedy.contains("resolve_macro"));
+}
+
+// lock.handoff-churn
+
+fn churn(wakes_per_s: f64, mean_wait_ns: f64, cpu_share: f64) -> Report {
+    let mut r = base();
+    let mut l = lock(LockKind::Mutex, "g_put", 4, 0.1);
+    l.waits = 1_000_000;
+    l.wait_ns = (mean_wait_ns * l.waits as f64) as u64;
+    l.wakes_per_s = wakes_per_s;
+    l.cpu_ns = (cpu_share * 1e9) as u64;
+    r.locks = vec![l];
+    r
+}
+
+#[test]
+fn handoff_churn_thresholds() {
+    use lock_handoff_churn::*;
+    let rule: Rule = check;
+    let ok = (
+        MIN_WAKES_PER_S * UP,
+        MAX_MEAN_WAIT_NS * DOWN,
+        MIN_LOCK_CPU_SHARE * UP,
+    );
+    assert!(fired(rule, &churn(ok.0, ok.1, ok.2)));
+    assert!(!fired(rule, &churn(MIN_WAKES_PER_S * DOWN, ok.1, ok.2)));
+    assert!(!fired(rule, &churn(ok.0, MAX_MEAN_WAIT_NS * UP, ok.2)));
+    assert!(!fired(rule, &churn(ok.0, ok.1, MIN_LOCK_CPU_SHARE * DOWN)));
+    // A lock of the program's own that parks on a futex may already adapt.
+    let mut own = churn(ok.0, ok.1, ok.2);
+    own.locks[0].kind = LockKind::Unknown;
+    assert!(!fired(rule, &own));
+}
+
+// poll.low-readiness
+
+pub(crate) fn polling(
+    syscall: &str,
+    fds: f64,
+    ready_ratio: f64,
+    calls: u64,
+    cpu_share: f64,
+) -> Report {
+    let mut r = base();
+    r.polls = vec![PollReport {
+        pid: 100,
+        syscall: syscall.into(),
+        calls,
+        fds_per_call: fds,
+        max_fds: fds as u64,
+        ready_per_call: fds * ready_ratio,
+        ready_ratio: Some(ready_ratio),
+        timeouts: 0,
+        errors: 0,
+        calls_per_s: calls as f64,
+        total_ns: (cpu_share * 1e9) as u64,
+        cpu_ns: (cpu_share * 1e9) as u64,
+        callsites: vec![],
+    }];
+    r
+}
+
+#[test]
+fn poll_low_readiness_thresholds() {
+    use poll_low_readiness::*;
+    let rule: Rule = check;
+    let (f, q, c, s) = (
+        MIN_FDS_PER_CALL * UP,
+        MAX_READY_RATIO * DOWN,
+        MIN_CALLS as u64,
+        MIN_CPU_SHARE * UP,
+    );
+    assert!(fired(rule, &polling("poll", f, q, c, s)));
+    assert!(fired(rule, &polling("select", f, q, c, s)));
+    assert!(!fired(
+        rule,
+        &polling("poll", MIN_FDS_PER_CALL * DOWN, q, c, s)
+    ));
+    assert!(!fired(
+        rule,
+        &polling("poll", f, MAX_READY_RATIO * UP, c, s)
+    ));
+    assert!(!fired(rule, &polling("poll", f, q, c - 1, s)));
+    assert!(!fired(
+        rule,
+        &polling("poll", f, q, c, MIN_CPU_SHARE * DOWN)
+    ));
+    // epoll's cost follows readiness already.
+    assert!(!fired(rule, &polling("epoll_wait", f, q, c, s)));
+}
+
+// sched.oversubscribed
+
+fn crowded(runqueue: f64, involuntary_per_s: f64, involuntary_share: f64) -> Report {
+    let mut r = base();
+    let inv = (runqueue * WALL as f64) as u64;
+    let other = (inv as f64 * (1.0 - involuntary_share) / involuntary_share) as u64;
+    let reason = |reason, ns| OffCpuReasonReport {
+        reason,
+        ns,
+        count: 1,
+        syscalls: Default::default(),
+        stacks: vec![],
+    };
+    r.offcpu = vec![OffCpuThread {
+        tid: 101,
+        pid: 100,
+        comm: "worker".into(),
+        total_ns: inv + other,
+        reasons: vec![
+            reason(OffCpuReason::Involuntary, inv),
+            reason(OffCpuReason::Lock, other),
+        ],
+    }];
+    r.summary.involuntary_switches_per_s = involuntary_per_s;
+    r
+}
+
+#[test]
+fn oversubscribed_thresholds() {
+    use sched_oversubscribed::*;
+    let rule: Rule = check;
+    let ok = (
+        MIN_RUNQUEUE_THREADS * UP,
+        MIN_INVOLUNTARY_PER_S * UP,
+        MIN_INVOLUNTARY_SHARE * UP,
+    );
+    assert!(fired(rule, &crowded(ok.0, ok.1, ok.2)));
+    assert!(!fired(
+        rule,
+        &crowded(MIN_RUNQUEUE_THREADS * DOWN, ok.1, ok.2)
+    ));
+    assert!(!fired(
+        rule,
+        &crowded(ok.0, MIN_INVOLUNTARY_PER_S * DOWN, ok.2)
+    ));
+    assert!(!fired(
+        rule,
+        &crowded(ok.0, ok.1, MIN_INVOLUNTARY_SHARE * DOWN)
+    ));
+}
+
+// spin.waste
+
+pub(crate) fn spinning(share: f64, samples: u64, yields_per_s: f64) -> Report {
+    let mut r = base();
+    r.spin = SpinReport {
+        spin_samples: samples,
+        spin_share: share,
+        spin_stacks: vec![FoldedStack {
+            frames: vec![
+                "main (a.c:1)".into(),
+                "spin_lock (a.c:9)".into(),
+                "cpu_relax (a.c:3)".into(),
+            ],
+            count: samples,
+        }],
+        yields: vec![ThreadYields {
+            tid: 101,
+            pid: 100,
+            comm: "worker".into(),
+            calls: yields_per_s as u64,
+            calls_per_s: yields_per_s,
+        }],
+    };
+    r
+}
+
+#[test]
+fn spin_waste_thresholds() {
+    use spin_waste::*;
+    let rule: Rule = check;
+    let n = MIN_SPIN_SAMPLES as u64;
+    assert!(fired(rule, &spinning(MIN_SPIN_SHARE * UP, n, 0.0)));
+    assert!(!fired(rule, &spinning(MIN_SPIN_SHARE * DOWN, n, 0.0)));
+    assert!(!fired(rule, &spinning(MIN_SPIN_SHARE * UP, n - 1, 0.0)));
+    assert!(fired(rule, &spinning(0.0, 0, MIN_YIELDS_PER_S * UP)));
+    assert!(!fired(rule, &spinning(0.0, 0, MIN_YIELDS_PER_S * DOWN)));
+    let f = &check(&spinning(0.5, 50, 0.0))[0];
+    assert_eq!(
+        f.culprit.name, "spin_lock",
+        "the spinning function, not its PAUSE helper"
+    );
+    assert_eq!(f.culprit.frames[0], "cpu_relax (a.c:3)", "innermost first");
+}
+
+// syscall.storm
+
+pub(crate) fn storm(
+    name: &str,
+    per_s: f64,
+    call_share: f64,
+    system_share: f64,
+    mean_ns: f64,
+) -> Report {
+    let mut r = base();
+    let calls = per_s as u64;
+    r.summary.syscalls = (calls as f64 / call_share) as u64;
+    r.summary.syscalls_per_s = r.summary.syscalls as f64;
+    r.summary.sys_ns = (system_share * 1e9) as u64;
+    r.summary.user_ns = 1_000_000_000 - r.summary.sys_ns;
+    r.syscalls = vec![SyscallReport {
+        name: name.into(),
+        nr: 14,
+        calls,
+        errors: 0,
+        errnos: Default::default(),
+        total_ns: (mean_ns * calls as f64) as u64,
+        max_ns: 0,
+        hist_log2_ns: vec![],
+        unfinished: 0,
+        callsites: vec![Callsite {
+            frames: vec![
+                "__GI___sigprocmask (sigprocmask.c:26)".into(),
+                "swapcontext (swapcontext.S:80)".into(),
+                "switch_to (ruby.c:41)".into(),
+            ],
+            calls,
+            calls_estimated: true,
+            samples: 100,
+        }],
+    }];
+    r
+}
+
+#[test]
+fn syscall_storm_thresholds() {
+    use syscall_storm::*;
+    let rule: Rule = check;
+    let ok = (
+        MIN_CALLS_PER_S * UP,
+        MIN_CALL_SHARE * UP,
+        MIN_SYSTEM_SHARE * UP,
+        MAX_MEAN_NS * DOWN,
+    );
+    let s = "rt_sigprocmask";
+    assert!(fired(rule, &storm(s, ok.0, ok.1, ok.2, ok.3)));
+    assert!(!fired(
+        rule,
+        &storm(s, MIN_CALLS_PER_S * DOWN, ok.1, ok.2, ok.3)
+    ));
+    assert!(!fired(
+        rule,
+        &storm(s, ok.0, MIN_CALL_SHARE * DOWN, ok.2, ok.3)
+    ));
+    assert!(!fired(
+        rule,
+        &storm(s, ok.0, ok.1, MIN_SYSTEM_SHARE * DOWN, ok.3)
+    ));
+    assert!(!fired(rule, &storm(s, ok.0, ok.1, ok.2, MAX_MEAN_NS * UP)));
+    // Moving data or waiting is work, judged by other rules.
+    assert!(!fired(rule, &storm("write", ok.0, ok.1, ok.2, ok.3)));
+    assert!(!fired(rule, &storm("futex", ok.0, ok.1, ok.2, ok.3)));
+    let f = &check(&storm(s, 2e6, 1.0, 0.8, 160.0))[0];
+    assert!(f.remedy.starts_with("swapcontext saves"), "{}", f.remedy);
+    assert!(f.remedy.contains("_setjmp/_longjmp"));
+    assert!(f.title.contains("2.00 M times a second"), "{}", f.title);
+    assert_eq!(f.culprit.name, "rt_sigprocmask");
+    let plain = &check(&storm("getppid", 2e6, 1.0, 0.8, 160.0))[0];
+    assert!(plain.remedy.contains("getppid"), "{}", plain.remedy);
+}
+
+// wait.bottleneck
+
+fn wakeup(waker: u32, woken: u32, mechanism: &str, wait_ns: u64) -> WakeupReport {
+    WakeupReport {
+        waker_pid: 100,
+        waker_tid: waker,
+        waker_comm: format!("t{waker}"),
+        waker_in_target: true,
+        woken_pid: 100,
+        woken_tid: woken,
+        woken_comm: format!("t{woken}"),
+        mechanism: mechanism.into(),
+        count: 10,
+        wait_ns,
+        waker_stacks: vec![CountedStack {
+            frames: vec![
+                "pthread_cond_signal".into(),
+                format!("produce{waker} (a.c:1)"),
+            ],
+            count: 10,
+            samples: 10,
+            estimated: false,
+        }],
+    }
+}
+
+/// Thread 1 wakes `woken` others, ending `share` of all ended waiting and
+/// `waiting` threads' worth of wall time.
+fn bottleneck(share: f64, woken: u32, waiting: f64) -> Report {
+    let mut r = base();
+    let mine = (waiting * WALL as f64) as u64;
+    let per = mine / u64::from(woken);
+    r.wakeups = (0..woken)
+        .map(|i| wakeup(1, 10 + i, "futex", per))
+        .collect();
+    let rest = (mine as f64 * (1.0 - share) / share) as u64;
+    r.wakeups.push(wakeup(2, 3, "futex", rest));
+    // Exits and timers are not waiting on anyone's work.
+    r.wakeups.push(wakeup(5, 1, "exit", 10 * WALL));
+    r.wakeups.push(wakeup(
+        6,
+        1,
+        "kernel (swapper/0: timer, interrupt or kernel thread)",
+        10 * WALL,
+    ));
+    r
+}
+
+#[test]
+fn wait_bottleneck_thresholds() {
+    use wait_bottleneck::*;
+    let rule: Rule = check;
+    let ok = (
+        MIN_SHARE_OF_ENDED_WAIT * UP,
+        MIN_THREADS_WOKEN as u32,
+        MIN_WAITING_THREADS * UP,
+    );
+    assert!(fired(rule, &bottleneck(ok.0, ok.1, ok.2)));
+    assert!(!fired(
+        rule,
+        &bottleneck(MIN_SHARE_OF_ENDED_WAIT * DOWN, ok.1, ok.2)
+    ));
+    assert!(!fired(rule, &bottleneck(ok.0, ok.1 - 1, ok.2)));
+    assert!(!fired(
+        rule,
+        &bottleneck(ok.0, ok.1, MIN_WAITING_THREADS * DOWN)
+    ));
+    let f = &check(&bottleneck(0.9, 4, 3.0))[0];
+    assert_eq!(f.culprit.name, "t1 (tid 1)");
+    assert_eq!(f.culprit.frames[1], "produce1 (a.c:1)");
+}
+
+#[test]
+fn a_quiet_report_has_no_findings_and_findings_rank_by_severity() {
+    assert!(analyse(&base()).is_empty());
+    assert!(analyse(&build(sample_inputs())).is_empty());
+    let mut r = storm("rt_sigprocmask", 2e6, 1.0, 0.9, 160.0);
+    r.polls = polling("poll", 1000.0, 0.001, 1000, 0.3).polls;
+    let all = analyse(&r);
+    let ids: Vec<&str> = all.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["syscall.storm", "poll.low-readiness"]);
+    assert!(all[0].severity >= all[1].severity);
+}

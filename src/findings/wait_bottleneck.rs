@@ -1,0 +1,94 @@
+//! `wait.bottleneck` (in the spirit of wPerf's wait-for graph): one thread
+//! ends most of the waiting of the others — they sleep until it hands them
+//! something. Speeding up anything else cannot help: the chain goes through
+//! that thread, so its own work (or what it waits for) is the bottleneck.
+//!
+//! Wake-ups by exits (joins) and by the kernel (timers, interrupts) are left
+//! out: those waits end on time or at the end, not on another thread's work.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::common::*;
+use crate::report::{Culprit, CulpritKind, Finding, Report, WakeupReport};
+
+pub const ID: &str = "wait.bottleneck";
+/// The thread's share of all waiting that other threads' wake-ups ended.
+pub const MIN_SHARE_OF_ENDED_WAIT: f64 = 0.5;
+/// Distinct threads it woke.
+pub const MIN_THREADS_WOKEN: f64 = 2.0;
+/// Threads waiting on it, on average over the run.
+pub const MIN_WAITING_THREADS: f64 = 0.5;
+
+fn counts(w: &WakeupReport) -> bool {
+    w.mechanism != "exit" && !w.mechanism.starts_with("kernel") && w.waker_tid != w.woken_tid
+}
+
+#[derive(Default)]
+struct Waker<'a> {
+    comm: &'a str,
+    wait_ns: f64,
+    woken: BTreeSet<u32>,
+    /// (wake-ups, frames) of its sampled stacks.
+    top_stack: Option<(u64, &'a [String])>,
+}
+
+pub fn check(r: &Report) -> Vec<Finding> {
+    let mut wakers: BTreeMap<u32, Waker> = BTreeMap::new();
+    let mut total = 0.0;
+    for w in r.wakeups.iter().filter(|w| counts(w)) {
+        total += w.wait_ns as f64;
+        let k = wakers.entry(w.waker_tid).or_default();
+        k.comm = &w.waker_comm;
+        k.wait_ns += w.wait_ns as f64;
+        k.woken.insert(w.woken_tid);
+        for s in &w.waker_stacks {
+            if k.top_stack.is_none_or(|t| s.count > t.0) {
+                k.top_stack = Some((s.count, &s.frames));
+            }
+        }
+    }
+    wakers
+        .iter()
+        .filter_map(|(tid, k)| {
+            let waiting = ratio(k.wait_ns, wall_ns(r));
+            let threads = r.threads.len().max(2) as f64 - 1.0;
+            Draft {
+                id: ID,
+                title: format!(
+                    "{} (tid {tid}) ends {:.0}% of the others' waiting: they wait on it",
+                    k.comm,
+                    ratio(k.wait_ns, total) * 100.0
+                ),
+                severity: ratio(k.wait_ns, wall_ns(r) * threads),
+                evidence: vec![
+                    at_least(
+                        "share_of_ended_wait",
+                        ratio(k.wait_ns, total),
+                        MIN_SHARE_OF_ENDED_WAIT,
+                    ),
+                    at_least("threads_woken", k.woken.len() as f64, MIN_THREADS_WOKEN),
+                    at_least("waiting_threads", waiting, MIN_WAITING_THREADS),
+                ],
+                culprit: Culprit {
+                    kind: CulpritKind::Thread,
+                    name: format!("{} (tid {tid})", k.comm),
+                    frames: k.top_stack.map(|t| t.1.to_vec()).unwrap_or_default(),
+                },
+                remedy: format!(
+                    "{} threads sleep until this one hands them work or data, so it sets the \
+                     pace. Make its part faster or parallel: split its work across several \
+                     producers, hand over work in batches, or let the waiting threads take \
+                     work themselves (a shared queue or work stealing) instead of waiting for \
+                     it to be handed out. Look at what the thread itself waits for, too.",
+                    k.woken.len()
+                ),
+                expected_gain: wall_gain(
+                    r,
+                    k.wait_ns / threads,
+                    "waiting it ended, per other thread: the most a faster producer could save",
+                ),
+            }
+            .fire()
+        })
+        .collect()
+}
