@@ -259,6 +259,13 @@ pub fn findings_summary(variants: &[(&str, &Report)]) -> String {
         let _ = writeln!(out, "\n  [{}] {} ({fate})", f.id, f.title);
         crate::render::findings_text::wrapped(&mut out, "    remedy: ", &f.remedy);
     }
+    for f in &d.findings.new {
+        let _ = writeln!(
+            out,
+            "\n  [{}] {} (new in {fixed_label}; see its report)",
+            f.id, f.title
+        );
+    }
     out
 }
 

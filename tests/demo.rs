@@ -257,7 +257,19 @@ fn rocketmq_mutex_hands_off_by_futex() {
     if !bpf_available() {
         return;
     }
-    let runs = demo("rocketmq-lock");
+    let mut runs = demo("rocketmq-lock");
+    let handoffs = |runs: &std::collections::HashMap<String, Report>| {
+        runs["bad"].locks.first().map_or(0, |l| l.wakes)
+    };
+    if handoffs(&runs) <= 1000 {
+        // Two threads contend only while they run at once: a machine busy
+        // elsewhere can leave the lab one CPU, and the mutex uncontended.
+        eprintln!(
+            "mutex barely contended ({} wake-ups): running it again",
+            handoffs(&runs)
+        );
+        runs = demo("rocketmq-lock");
+    }
     let bad = &runs["bad"];
     let top = &bad.locks[0];
     assert_eq!(

@@ -10,7 +10,7 @@ use crate::report::{Culprit, CulpritKind, Finding, Report};
 
 pub const ID: &str = "spin.waste";
 /// Share of on-CPU samples in a spin-wait loop.
-pub const MIN_SPIN_SHARE: f64 = 0.3;
+pub const MIN_SPIN_SHARE: f64 = 0.2;
 /// Fewer samples say too little either way.
 pub const MIN_SPIN_SAMPLES: f64 = 10.0;
 /// sched_yield calls per second, all threads.
