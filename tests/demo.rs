@@ -195,6 +195,15 @@ fn icinga_bad_ranks_the_namespace_mutex_first_and_frozen_reads_take_no_lock() {
     );
     let hot = assert_finding(bad, "lock.exclusive-hot", "mutex g_namespace_lock");
     assert!(has_frame(&hot.culprit.frames, "ns_get"), "{hot:?}");
+    // The lock's churn, which a shared lock also ends, comes after it.
+    let at = |id: &str| bad.findings.iter().position(|f| f.id == id);
+    if let Some(churn) = at("lock.handoff-churn") {
+        assert!(
+            at("lock.exclusive-hot").unwrap() < churn,
+            "{:?}",
+            bad.findings
+        );
+    }
     assert_no_finding(rw, "lock.exclusive-hot");
     assert_no_finding(fixed, "lock.exclusive-hot");
 }

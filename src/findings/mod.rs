@@ -32,15 +32,43 @@ const RULES: &[Rule] = &[
     wait_bottleneck::check,
 ];
 
-/// Every finding of every rule, most at stake first.
+/// Rules that name a symptom other findings often explain: lock handoffs
+/// and spinning wake or keep threads runnable, which crowds the run queue.
+/// They rank after the causes, whatever their severity.
+const SYMPTOMS: &[&str] = &[sched_oversubscribed::ID];
+
+/// Rules whose remedy a more specific finding on the same culprit
+/// includes: a read-mostly lock made shared, or a global lock sharded,
+/// stops churning too. They follow that finding.
+const GENERAL: &[&str] = &[lock_handoff_churn::ID];
+
+/// Every finding of every rule, causes first, then most at stake first.
 pub fn analyse(r: &Report) -> Vec<Finding> {
     let mut all: Vec<Finding> = RULES.iter().flat_map(|rule| rule(r)).collect();
+    let symptom = |f: &Finding| SYMPTOMS.contains(&f.id.as_str());
     all.sort_by(|a, b| {
-        b.severity
-            .total_cmp(&a.severity)
+        symptom(a)
+            .cmp(&symptom(b))
+            .then_with(|| b.severity.total_cmp(&a.severity))
             .then_with(|| a.id.cmp(&b.id))
     });
-    all
+    let general = |f: &Finding| GENERAL.contains(&f.id.as_str());
+    let subsumed = |f: &Finding, all: &[Finding]| {
+        general(f)
+            && all
+                .iter()
+                .any(|g| !general(g) && g.culprit.name == f.culprit.name)
+    };
+    let (later, mut ranked): (Vec<Finding>, Vec<Finding>) =
+        all.iter().cloned().partition(|f| subsumed(f, &all));
+    for f in later {
+        let at = ranked
+            .iter()
+            .position(|g| !general(g) && g.culprit.name == f.culprit.name)
+            .map_or(ranked.len(), |i| i + 1);
+        ranked.insert(at, f);
+    }
+    ranked
 }
 
 #[cfg(test)]

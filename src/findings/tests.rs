@@ -503,4 +503,28 @@ fn a_quiet_report_has_no_findings_and_findings_rank_by_severity() {
     let ids: Vec<&str> = all.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, ["syscall.storm", "poll.low-readiness"]);
     assert!(all[0].severity >= all[1].severity);
+    // A crowded run queue ranks after the causes, however severe.
+    let mut c = crowded(3.0, 10_000.0, 0.9);
+    c.polls = r.polls.clone();
+    let ids: Vec<String> = analyse(&c).into_iter().map(|f| f.id).collect();
+    assert_eq!(ids, ["poll.low-readiness", "sched.oversubscribed"]);
+    assert!(check_severity(&c, "sched.oversubscribed") > check_severity(&c, "poll.low-readiness"));
+}
+
+#[test]
+fn handoff_churn_follows_the_more_specific_finding_on_its_lock() {
+    let mut r = exclusive_hot(0.9, 0.25, 4, 90);
+    let l = &mut r.locks[0];
+    l.waits = 1_000_000;
+    l.wait_ns = 1_000_000_000;
+    l.wakes_per_s = 1e6;
+    l.cpu_ns = 900_000_000;
+    let all = analyse(&r);
+    let ids: Vec<&str> = all.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["lock.exclusive-hot", "lock.handoff-churn"]);
+    assert!(all[1].severity > all[0].severity, "{all:?}");
+}
+
+fn check_severity(r: &Report, id: &str) -> f64 {
+    analyse(r).iter().find(|f| f.id == id).unwrap().severity
 }

@@ -11,7 +11,7 @@ const WIDTH: usize = 96;
 
 /// A figure as a reader takes it: shares as percentages, big numbers short.
 fn figure(metric: &str, x: f64) -> String {
-    if metric.ends_with("share") || metric.ends_with("ratio") {
+    if metric.contains("share") || metric.ends_with("ratio") {
         format!("{:.1}%", x * 100.0)
     } else if metric.ends_with("_ns") {
         duration(x.max(0.0) as u64)
