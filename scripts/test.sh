@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+# The HTML report is checked in headless Chromium, the pprof output with
+# `go tool pprof` (Debian's Go if there is no Go already).
+kerntax_install chromium
+if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+    kerntax_install golang-go
+fi
 cargo build --release --quiet
 # One test at a time: the tests that check no BPF program is left behind
 # must not see another test's kerntax.

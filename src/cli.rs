@@ -36,6 +36,33 @@ struct ProfileArgs {
     #[arg(long, value_name = "HZ", default_value_t = crate::session::DEFAULT_CPU_HZ,
           value_parser = clap::value_parser!(u64).range(0..=10_000))]
     sample_hz: u64,
+    #[command(flatten)]
+    files: FileArgs,
+}
+
+/// Report files besides JSON.
+#[derive(clap::Args, Debug, Clone)]
+struct FileArgs {
+    /// Also write the report as one self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write the stacks as a gzip-compressed pprof profile to FILE.
+    #[arg(long, value_name = "FILE")]
+    pprof: Option<PathBuf>,
+    /// Also write the on-CPU samples as folded stacks to FILE.
+    #[arg(long, value_name = "FILE")]
+    folded: Option<PathBuf>,
+}
+
+impl FileArgs {
+    fn outputs(&self, json: Option<PathBuf>) -> crate::render::Outputs {
+        crate::render::Outputs {
+            json,
+            html: self.html.clone(),
+            pprof: self.pprof.clone(),
+            folded: self.folded.clone(),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -70,6 +97,17 @@ enum Command {
         /// Write each report as JSON into DIR.
         #[arg(long, value_name = "DIR")]
         json: Option<PathBuf>,
+        /// Write each report as an HTML page into DIR.
+        #[arg(long, value_name = "DIR")]
+        html: Option<PathBuf>,
+    },
+    /// Render a JSON report again: as text, or as HTML, pprof or folded
+    /// stacks.
+    Report {
+        /// The JSON report (`--json` of run, attach or demo).
+        report: PathBuf,
+        #[command(flatten)]
+        files: FileArgs,
     },
     /// Compare two JSON reports: figures, syscalls, locks, and which
     /// findings were resolved, are new, or remain.
@@ -115,9 +153,9 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
         "{}",
         text::render(&outcome.report, std::io::stderr().is_terminal())
     );
-    if let Some(path) = &opts.json {
-        crate::render::json::write(&outcome.report, path)?;
-    }
+    opts.files
+        .outputs(opts.json.clone())
+        .write(&outcome.report)?;
     Ok(outcome.exit_code)
 }
 
@@ -129,8 +167,20 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
             print!("{}", crate::demo::list());
             Ok(0)
         }
-        Command::Demo { scenario, json, .. } => {
-            crate::demo::run(scenario.as_deref(), json.as_deref())
+        Command::Demo {
+            scenario,
+            json,
+            html,
+            ..
+        } => crate::demo::run(scenario.as_deref(), json.as_deref(), html.as_deref()),
+        Command::Report { report, files } => {
+            let r = crate::report::read::read(&report)?;
+            let outputs = files.outputs(None);
+            if outputs.is_empty() {
+                print!("{}", text::render(&r, stdout_is_tty()));
+            }
+            outputs.write(&r)?;
+            Ok(0)
         }
         Command::Diff {
             before,

@@ -269,13 +269,13 @@ pub fn findings_summary(variants: &[(&str, &Report)]) -> String {
     out
 }
 
-pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
+pub fn run(only: Option<&str>, json_dir: Option<&Path>, html_dir: Option<&Path>) -> Result<i32> {
     let scenarios: Vec<&Scenario> = match only {
         Some(name) => vec![find(name)?],
         None => SCENARIOS.iter().collect(),
     };
     let dir = tempfile::tempdir().context("creating a directory for the lab programs")?;
-    if let Some(d) = json_dir {
+    for d in [json_dir, html_dir].into_iter().flatten() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
     let color = crate::cli::stdout_is_tty();
@@ -303,9 +303,12 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>) -> Result<i32> {
             print!("{printed}");
             throughputs.push(throughput(&printed));
             println!("{}", text::render(&outcome.report, color));
-            if let Some(path) = json {
-                crate::render::json::write(&outcome.report, &path)?;
-            }
+            let outputs = crate::render::Outputs {
+                json,
+                html: html_dir.map(|d| d.join(format!("{}-{variant}.html", s.name))),
+                ..Default::default()
+            };
+            outputs.write(&outcome.report)?;
             reports.push(outcome.report);
         }
         let columns: Vec<(&str, &Report)> =

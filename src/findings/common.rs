@@ -100,16 +100,9 @@ pub fn cpu_gain(r: &Report, time_ns: f64, basis: &str) -> ExpectedGain {
     }
 }
 
-/// How a lock is called in findings: its symbol, else its address, else
-/// its SysV id.
+/// How a lock is called in findings and views: kind and name.
 pub fn lock_name(l: &LockReport) -> String {
-    let what = match (&l.symbol, &l.address, l.semid) {
-        (Some(s), _, _) => s.clone(),
-        (None, _, Some(id)) => format!("semid {id}, sem {}", l.semnum.unwrap_or(0)),
-        (None, Some(a), None) => a.clone(),
-        (None, None, None) => "(unnamed)".into(),
-    };
-    format!("{} {what}", l.kind.name())
+    l.display_name()
 }
 
 pub fn lock_culprit(l: &LockReport) -> Culprit {

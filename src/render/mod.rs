@@ -2,8 +2,11 @@
 
 pub mod diff_text;
 pub(crate) mod findings_text;
+pub mod folded;
+pub mod html;
 pub mod json;
 mod locks_text;
+pub mod pprof;
 mod sched_text;
 pub mod text;
 
@@ -29,4 +32,42 @@ pub(crate) fn assert_golden(name: &str, actual: &str) {
         "{} differs from the output:\n{actual}",
         path.display()
     );
+}
+
+/// The report files a user asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    pub json: Option<std::path::PathBuf>,
+    pub html: Option<std::path::PathBuf>,
+    pub pprof: Option<std::path::PathBuf>,
+    pub folded: Option<std::path::PathBuf>,
+}
+
+impl Outputs {
+    pub fn is_empty(&self) -> bool {
+        self.json.is_none() && self.html.is_none() && self.pprof.is_none() && self.folded.is_none()
+    }
+
+    /// Writes each file atomically (temporary file, then rename). One that
+    /// cannot be written does not stop the others; the first error is
+    /// returned once all were tried.
+    pub fn write(&self, r: &crate::report::Report) -> anyhow::Result<()> {
+        let mut first_error = None;
+        let mut attempt = |path: &Option<std::path::PathBuf>, bytes: &dyn Fn() -> Vec<u8>| {
+            if let Some(p) = path
+                && let Err(e) = json::write_atomic(p, &bytes())
+            {
+                first_error.get_or_insert(e);
+            }
+        };
+        attempt(&self.json, &|| {
+            let mut text = json::render(r);
+            text.push('\n');
+            text.into_bytes()
+        });
+        attempt(&self.html, &|| html::render(r).into_bytes());
+        attempt(&self.pprof, &|| pprof::render(r));
+        attempt(&self.folded, &|| folded::render(r).into_bytes());
+        first_error.map_or(Ok(()), Err)
+    }
 }

@@ -279,6 +279,20 @@ pub struct LockReport {
     pub waker_stacks: Vec<LockStack>,
 }
 
+impl LockReport {
+    /// `mutex g_lock`: its kind, then its symbol, else its SysV id, else
+    /// its address.
+    pub fn display_name(&self) -> String {
+        let what = match (&self.symbol, &self.address, self.semid) {
+            (Some(s), _, _) => s.clone(),
+            (None, _, Some(id)) => format!("semid {id}, sem {}", self.semnum.unwrap_or(0)),
+            (None, Some(a), None) => a.clone(),
+            (None, None, None) => "(unnamed)".into(),
+        };
+        format!("{} {what}", self.kind.name())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockStack {
     /// Symbolized user stack, innermost first.
@@ -337,6 +351,7 @@ pub struct OffCpuReasonReport {
 /// A stack and the time it stands for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimedStack {
+    /// Symbolized user stack, innermost first.
     pub frames: Vec<String>,
     pub ns: u64,
     pub samples: u64,
@@ -366,6 +381,7 @@ pub struct WakeupReport {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CountedStack {
+    /// Symbolized user stack, innermost first.
     pub frames: Vec<String>,
     pub count: u64,
     pub samples: u64,
