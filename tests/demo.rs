@@ -54,6 +54,8 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
     let out = kerntax()
         .args(["demo", "ruby-switch", "--json"])
         .arg(dir.path())
+        .arg("--html")
+        .arg(dir.path().join("html"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -122,6 +124,10 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
         String::from_utf8_lossy(&diff.stderr)
     );
     assert!(text.contains("resolved   syscall.storm"), "{text}");
+    // Issue #6: --html DIR writes a page per variant.
+    let page = std::fs::read_to_string(dir.path().join("html/ruby-switch-bad.html")).unwrap();
+    assert!(page.contains("syscall.storm") && page.contains("id=\"flame-syscalls\""));
+    assert!(dir.path().join("html/ruby-switch-fixed.html").exists());
 }
 
 /// Runs one demo scenario and returns its reports by variant label.
