@@ -252,6 +252,12 @@ fn hostile_strings_from_the_target_cannot_inject_markup() {
     report["cpu_samples"]["frequency_hz"] = 99.into();
     report["cpu_samples"]["folded"] =
         serde_json::json!([{ "frames": ["main (a.c:1)", "hot (a.c:2)"], "count": 7 }]);
+    report["findings"] = serde_json::json!([{
+        "id": "lock.exclusive-hot", "title": "t", "severity": 0.5,
+        "evidence": [{ "metric": "m", "value": 1.0, "threshold": 0.5, "bound": "min" }],
+        "culprit": { "kind": "lock", "name": "g", "frames": ["f (a.c:1)"] },
+        "remedy": "r", "expected_gain": { "time_ns": 5, "share": 0.1, "basis": "b" }
+    }]);
     let mut n = 0;
     for key in [
         "command",
@@ -268,6 +274,8 @@ fn hostile_strings_from_the_target_cannot_inject_markup() {
     for l in report["locks"].as_array_mut().unwrap() {
         l["kind"] = "mutex".into();
     }
+    report["findings"][0]["culprit"]["kind"] = "lock".into();
+    report["findings"][0]["evidence"][0]["bound"] = "min".into();
     assert!(n > 20, "{n} strings poisoned");
     let json = write_file(dir.path(), "hostile.json", &report.to_string());
     let html = dir.path().join("hostile.html");
