@@ -13,10 +13,13 @@
  *   spin-yield: the k-backoff spin lock: spin k = 1000 times, then
  *               sched_yield() and spin again.
  *   abs:        the adaptive backoff spin lock: spin with exponential
- *               backoff up to k, adapt k to how often spinning succeeds,
- *               fall back to parking on a futex when k reaches its maximum
- *               and spinning still fails, and return to spinning once the
- *               request rate drops below 80% of the rate seen at the switch.
+ *               backoff up to k times, then yield and spin again. Every
+ *               256 contended acquisitions, k adapts to how often the first
+ *               k spins were enough: doubled while under 80%, halved above
+ *               95%. At the maximum (10,000) a doubling that did not help
+ *               switches it to parking on a futex, as a mutex; it returns
+ *               to spinning once the request rate drops below 80% of the
+ *               rate seen at the switch.
  *
 * Usage: rocketmq_lock mutex|adaptive|spin|spin-yield|abs [THREADS] [MESSAGES_PER_THREAD] [ENCODE_ROUNDS]
  * Prints messages per second, CPU used, the p99.99 latency of a put, and
@@ -54,7 +57,7 @@ static enum { MUTEX, SPIN, SPIN_YIELD, ABS } kind;
 int g_putmessage_spinlock;
 
 #define SPIN_YIELD_K 1000
-#define ABS_K_MIN 16
+#define ABS_K_MIN 128
 #define ABS_K_MAX 10000
 
 static int abs_k = ABS_K_MIN;      /* adapted spin budget */
@@ -63,6 +66,10 @@ static long abs_acquired;          /* acquisitions, for the request rate */
 static long abs_rate_at_switch;    /* acquisitions per epoch when parking began */
 static long abs_epoch_start_ns, abs_epoch_acquired;
 static long abs_parked_epochs;      /* times it switched to parking */
+/* Adaptation window, kept by lock holders only (the lock guards it). */
+#define ABS_WINDOW 256
+static long abs_win_ok, abs_win_all;
+static int abs_last_permille = -1;  /* success rate at the previous k */
 
 static long long now_ns(void)
 {
@@ -136,34 +143,62 @@ static void abs_account(void)
 	if (__atomic_load_n(&abs_parking, __ATOMIC_RELAXED) && rate * 10 < abs_rate_at_switch * 8) {
 		__atomic_store_n(&abs_parking, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&abs_k, ABS_K_MIN, __ATOMIC_RELAXED);
+		abs_last_permille = -1;
 	} else if (!__atomic_load_n(&abs_parking, __ATOMIC_RELAXED)) {
 		abs_rate_at_switch = rate;
 	}
 }
 
+/* Called holding the lock after a contended acquisition: `ok` if the
+ * first k spins got it. Adapts k once per window of such acquisitions. */
+static void abs_adapt(int ok)
+{
+	abs_win_ok += ok;
+	if (++abs_win_all < ABS_WINDOW)
+		return;
+	int permille = (int)(abs_win_ok * 1000 / abs_win_all);
+	int k = __atomic_load_n(&abs_k, __ATOMIC_RELAXED);
+
+	abs_win_ok = abs_win_all = 0;
+	if (permille >= 950 && k > ABS_K_MIN) {
+		/* Spinning nearly always works: spin less. */
+		__atomic_store_n(&abs_k, k / 2, __ATOMIC_RELAXED);
+		abs_last_permille = -1;
+	} else if (permille < 800 && k < ABS_K_MAX) {
+		/* Too often not enough: spin longer. */
+		abs_last_permille = permille;
+		__atomic_store_n(&abs_k, k * 2 < ABS_K_MAX ? k * 2 : ABS_K_MAX, __ATOMIC_RELAXED);
+	} else if (permille < 800) {
+		/* At the maximum, and spinning longer did not help: spinning
+		 * costs more than a context switch would. Behave as a mutex
+		 * until the request rate drops. */
+		if (abs_last_permille >= 0 && permille <= abs_last_permille + 50 &&
+		    !__atomic_exchange_n(&abs_parking, 1, __ATOMIC_RELAXED))
+			abs_parked_epochs++;
+		abs_last_permille = permille;
+	}
+}
+
 static NOINLINE void abs_lock(void)
 {
+	int first = 1;
+
 	while (!__atomic_load_n(&abs_parking, __ATOMIC_RELAXED)) {
 		int k = __atomic_load_n(&abs_k, __ATOMIC_RELAXED);
 		int backoff = 1;
 
 		for (int spins = 0; spins < k; spins++) {
-			if (try_spinlock())
+			if (try_spinlock()) {
+				abs_adapt(first);
 				return;
+			}
 			for (int i = 0; i < backoff; i++)
 				cpu_relax();
 			if (backoff < 16)
 				backoff *= 2;
 		}
-		/* k spins were not enough: spin longer next time. At the
-		 * maximum, spinning costs more than a context switch would:
-		 * behave as a mutex until the request rate drops. */
-		if (k >= ABS_K_MAX) {
-			if (!__atomic_exchange_n(&abs_parking, 1, __ATOMIC_RELAXED))
-				__atomic_add_fetch(&abs_parked_epochs, 1, __ATOMIC_RELAXED);
-			break;
-		}
-		__atomic_store_n(&abs_k, k * 2 < ABS_K_MAX ? k * 2 : ABS_K_MAX, __ATOMIC_RELAXED);
+		/* k spins were not enough: let the holder (or someone) run. */
+		first = 0;
 		sched_yield();
 	}
 	abs_park();
