@@ -70,6 +70,34 @@ fn two_reports_compare_in_text_and_json() {
 }
 
 #[test]
+fn a_saved_report_prints_again_as_text() {
+    let out = kerntax()
+        .arg("report")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/report.json"
+        ))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let golden = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/report.txt"
+    ))
+    .unwrap();
+    assert_eq!(text.lines().count(), golden.lines().count(), "{text}");
+    assert!(
+        text.contains("FINDINGS: none") && text.contains("SYSCALL"),
+        "{text}"
+    );
+}
+
+#[test]
 fn bad_reports_get_one_line_and_status_2() {
     let dir = tempfile::tempdir().unwrap();
     let good = write(dir.path(), "good.json", golden().to_string().as_bytes());

@@ -132,11 +132,14 @@ fn a_real_report_renders_with_charts_flame_graphs_and_tables() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("report.html");
     let json = dir.path().join("report.json");
+    let pprof = dir.path().join("locks.pb.gz");
     let out = kerntax()
         .args(["run", "--html"])
         .arg(&html)
         .arg("--json")
         .arg(&json)
+        .arg("--pprof")
+        .arg(&pprof)
         .arg("--")
         .arg(fixture("locks"))
         .args(["hot", "4", "300", "100"])
@@ -184,6 +187,30 @@ fn a_real_report_renders_with_charts_flame_graphs_and_tables() {
         dom.contains("mutex g_hot_lock"),
         "the hot lock in the table"
     );
+
+    // The lock's waits in pprof's contention profile, under the lock's name.
+    let Some(go) = tool(&["go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"]) else {
+        return;
+    };
+    let top = Command::new(&go)
+        .args(["tool", "pprof", "-sample_index=delay", "-top"])
+        .arg(&pprof)
+        .env("HOME", dir.path())
+        .env("GOCACHE", dir.path().join("gocache"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        top.status.success(),
+        "{}",
+        String::from_utf8_lossy(&top.stderr)
+    );
+    let first = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(first.contains("[lock mutex g_hot_lock]"), "{text}");
 }
 
 #[test]
