@@ -84,7 +84,7 @@ pub fn findings(r: &Report, out: &mut String) {
         let _ = writeln!(out, "\nFINDINGS: none (no rule's thresholds were met)");
         return;
     }
-    let _ = writeln!(out, "\nFINDINGS (most at stake first)");
+    let _ = writeln!(out, "\nFINDINGS (causes first, then most at stake)");
     for (i, f) in r.findings.iter().enumerate() {
         finding(out, i + 1, f);
     }
