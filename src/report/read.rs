@@ -139,7 +139,7 @@ mod tests {
     /// and hostile variants of a real report (bytes flipped, cut short,
     /// values swapped for others of any type, numbers at their limits) are
     /// either refused with a message or read, and a read one goes through
-    /// the findings, the diff and its renderers, without a panic.
+    /// the findings, the diff and every renderer, without a panic.
     #[test]
     fn corrupt_and_hostile_reports_never_panic() {
         let good = build(sample_inputs());
@@ -184,6 +184,11 @@ mod tests {
                     let _ = crate::render::diff_text::render(&d);
                     let _ = crate::render::text::render(&r, false);
                     let _ = serde_json::to_string(&d).unwrap();
+                    let _ = crate::render::pprof::render(&r);
+                    let _ = crate::render::folded::render(&r);
+                    if read % 10 == 0 {
+                        let _ = crate::render::html::render(&r);
+                    }
                 }
                 Err(e) => {
                     refused += 1;
