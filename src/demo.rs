@@ -83,10 +83,10 @@ pub const SCENARIOS: &[Scenario] = &[
         program: "rocketmq_lock",
         binary: include_bytes!(concat!(env!("KERNTAX_LAB_DIR"), "/rocketmq_lock")),
         variants: &[
-            ("bad", &["mutex", "4", "500000", "1"]),
-            ("spin", &["spin", "4", "500000", "1"]),
-            ("spin-yield", &["spin-yield", "4", "500000", "1"]),
-            ("fixed", &["abs", "4", "500000", "1"]),
+            ("bad", &["mutex", "4", "500000", "0"]),
+            ("spin", &["spin", "4", "500000", "0"]),
+            ("spin-yield", &["spin-yield", "4", "500000", "0"]),
+            ("fixed", &["abs", "4", "500000", "0"]),
         ],
     },
 ];
