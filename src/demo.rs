@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use crate::error::Exit;
-use crate::render::text;
+use crate::render::text::{self, short};
 use crate::report::Report;
 use crate::session::{self, Options, What};
 
@@ -213,16 +213,6 @@ pub fn throughput(output: &str) -> Option<(f64, String)> {
         }
         (unit.ends_with("/s") || unit == "NVPS").then(|| (value, unit.to_string()))
     })
-}
-
-fn short(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2} M", x / 1e6)
-    } else if x >= 1e4 {
-        format!("{:.1} k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
 }
 
 /// What each variant found, and for the first (bad) one's findings what

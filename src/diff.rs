@@ -120,14 +120,6 @@ fn side(r: &Report) -> Side {
     }
 }
 
-fn contended_wait_ns(r: &Report) -> f64 {
-    r.locks
-        .iter()
-        .filter(|l| l.contention)
-        .map(|l| l.wait_ns as f64)
-        .sum()
-}
-
 /// A whole-run figure: its name and how to read it from a report.
 type Figure = (&'static str, fn(&Report) -> f64);
 
@@ -145,7 +137,7 @@ fn metrics(b: &Report, a: &Report) -> Vec<Delta> {
         }),
         ("syscalls", |r| r.summary.syscalls as f64),
         ("syscalls_per_s", |r| r.summary.syscalls_per_s),
-        ("lock_wait_ns", contended_wait_ns),
+        ("lock_wait_ns", |r| r.contended_wait_ns()),
         ("spin_share", |r| r.spin.spin_share),
     ];
     figures

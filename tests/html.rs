@@ -108,13 +108,49 @@ fn load(browser: &Path, html: &Path, shot: &str) -> Page {
     }
 }
 
-fn assert_renders_cleanly(page: &Page) {
-    let root = page
-        .dom
-        .split("<html")
+/// The attributes of the page's `<html>` element, where its script marks
+/// readiness and errors.
+fn root_tag(dom: &str) -> &str {
+    dom.split("<html")
         .nth(1)
         .and_then(|s| s.split('>').next())
-        .unwrap_or("");
+        .unwrap_or("")
+}
+
+fn go() -> Option<PathBuf> {
+    tool(&["go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"])
+}
+
+/// `go tool pprof ARGS -top FILE`: its whole output and its first row (the
+/// top entry under the column header).
+fn pprof_top(go: &Path, args: &[&str], profile: &Path, scratch: &Path) -> (String, String) {
+    let top = Command::new(go)
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg("-top")
+        .arg(profile)
+        .env("HOME", scratch)
+        .env("GOCACHE", scratch.join("gocache"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&top.stdout).into_owned();
+    assert!(
+        top.status.success(),
+        "{}\n{}",
+        text,
+        String::from_utf8_lossy(&top.stderr)
+    );
+    let first = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"))
+        .to_string();
+    (text, first)
+}
+
+fn assert_renders_cleanly(page: &Page) {
+    let root = root_tag(&page.dom);
     assert!(
         root.contains("data-ready=\"1\""),
         "the page's script ran: <html{root}>"
@@ -189,27 +225,10 @@ fn a_real_report_renders_with_charts_flame_graphs_and_tables() {
     );
 
     // The lock's waits in pprof's contention profile, under the lock's name.
-    let Some(go) = tool(&["go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"]) else {
+    let Some(go) = go() else {
         return;
     };
-    let top = Command::new(&go)
-        .args(["tool", "pprof", "-sample_index=delay", "-top"])
-        .arg(&pprof)
-        .env("HOME", dir.path())
-        .env("GOCACHE", dir.path().join("gocache"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&top.stdout);
-    assert!(
-        top.status.success(),
-        "{}",
-        String::from_utf8_lossy(&top.stderr)
-    );
-    let first = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("flat"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("{text}"));
+    let (text, first) = pprof_top(&go, &["-sample_index=delay"], &pprof, dir.path());
     assert!(first.contains("[lock mutex g_hot_lock]"), "{text}");
 }
 
@@ -320,12 +339,7 @@ fn hostile_strings_from_the_target_cannot_inject_markup() {
     );
     let page = load(&browser, &html, "hostile.png");
     assert_renders_cleanly(&page);
-    let root = page
-        .dom
-        .split("<html")
-        .nth(1)
-        .and_then(|s| s.split('>').next())
-        .unwrap_or("");
+    let root = root_tag(&page.dom);
     assert!(!root.contains("data-pwned"), "injected: <html{root}>");
     assert!(!page.dom.contains("<img src=\"x\""), "an injected element");
     assert!(
@@ -345,7 +359,7 @@ fn pprof_output_puts_the_hot_function_first_in_go_tool_pprof() {
     if !bpf_available() {
         return;
     }
-    let Some(go) = tool(&["go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"]) else {
+    let Some(go) = go() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -366,26 +380,8 @@ fn pprof_output_puts_the_hot_function_first_in_go_tool_pprof() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let top = Command::new(&go)
-        .args(["tool", "pprof", "-top"])
-        .arg(&pprof)
-        .env("HOME", dir.path())
-        .env("GOCACHE", dir.path().join("gocache"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&top.stdout);
-    assert!(
-        top.status.success(),
-        "{}\n{}",
-        text,
-        String::from_utf8_lossy(&top.stderr)
-    );
     // The first row after the column header is the hottest function.
-    let first = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("flat"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("{text}"));
+    let (text, first) = pprof_top(&go, &[], &pprof, dir.path());
     assert!(first.trim_end().ends_with("burn_cpu"), "{text}");
     assert!(text.contains("Type: cpu"), "{text}");
     // The folded file has the same samples, outermost frame first.

@@ -58,17 +58,6 @@ pub fn clamp01(x: f64) -> f64 {
     }
 }
 
-/// A rate or count for a title: `1.17 M`, `12.3 k`, `512`.
-pub fn short(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2} M", x / 1e6)
-    } else if x >= 1e4 {
-        format!("{:.1} k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
 /// part / whole, 0 when there is no whole.
 pub fn ratio(part: f64, whole: f64) -> f64 {
     if whole > 0.0 { part / whole } else { 0.0 }
@@ -100,30 +89,16 @@ pub fn cpu_gain(r: &Report, time_ns: f64, basis: &str) -> ExpectedGain {
     }
 }
 
-/// How a lock is called in findings and views: kind and name.
-pub fn lock_name(l: &LockReport) -> String {
-    l.display_name()
-}
-
 pub fn lock_culprit(l: &LockReport) -> Culprit {
     Culprit {
         kind: CulpritKind::Lock,
-        name: lock_name(l),
+        name: l.display_name(),
         frames: l
             .waiter_stacks
             .first()
             .map(|s| s.frames.clone())
             .unwrap_or_default(),
     }
-}
-
-/// Time all contended locks' waiters spent in their lock calls.
-pub fn contention_wait_ns(r: &Report) -> f64 {
-    r.locks
-        .iter()
-        .filter(|l| l.contention)
-        .map(|l| l.wait_ns as f64)
-        .sum()
 }
 
 /// Share of the waiting threads' time spent in `l`'s calls.

@@ -30,7 +30,7 @@ const WRITE_VERBS: &[&str] = &[
 ];
 
 pub fn check(r: &Report) -> Vec<Finding> {
-    let all_wait = contention_wait_ns(r);
+    let all_wait = r.contended_wait_ns();
     r.locks
         .iter()
         .filter(|l| l.contention && exclusive(l.kind))
@@ -42,7 +42,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                 id: ID,
                 title: format!(
                     "{} is an exclusive lock that threads mostly queue on to read",
-                    lock_name(l)
+                    l.display_name()
                 ),
                 severity: waiting,
                 evidence: vec![

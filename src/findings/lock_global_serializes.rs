@@ -20,7 +20,7 @@ pub const MIN_SHARE_OF_LOCK_WAIT: f64 = 0.5;
 pub const MIN_CALLERS: f64 = 2.0;
 
 pub fn check(r: &Report) -> Vec<Finding> {
-    let all_wait = contention_wait_ns(r);
+    let all_wait = r.contended_wait_ns();
     r.locks
         .iter()
         .filter(|l| l.contention)
@@ -46,7 +46,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                 id: ID,
                 title: format!(
                     "{} serializes {who}: they wait for it {:.0}% of their time",
-                    lock_name(l),
+                    l.display_name(),
                     waiting * 100.0
                 ),
                 severity: waiting,

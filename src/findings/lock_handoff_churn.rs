@@ -8,6 +8,7 @@
 //! may already be adaptive, and its fix would not be this one.
 
 use super::common::*;
+use crate::render::text::short;
 use crate::report::{Finding, LockKind, Report};
 
 pub const ID: &str = "lock.handoff-churn";
@@ -29,7 +30,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                 id: ID,
                 title: format!(
                     "{} changes hands through the kernel {} times a second",
-                    lock_name(l),
+                    l.display_name(),
                     short(l.wakes_per_s)
                 ),
                 severity: cpu_share,

@@ -6,6 +6,7 @@
 //! back off and park.
 
 use super::common::*;
+use crate::render::text::short;
 use crate::report::{Culprit, CulpritKind, Finding, Report};
 
 pub const ID: &str = "spin.waste";
@@ -62,13 +63,10 @@ pub fn check(r: &Report) -> Vec<Finding> {
         return spinning.into_iter().collect();
     }
     let top = s.yields.first();
-    let yield_sys_ns = r
-        .syscalls
-        .iter()
-        .find(|c| c.name == "sched_yield")
-        .map_or(0.0, |_| {
-            r.summary.sys_ns as f64 * ratio(yield_calls as f64, r.summary.syscalls as f64)
-        });
+    let sched_yield = r.syscalls.iter().find(|c| c.name == "sched_yield");
+    let yield_sys_ns = sched_yield.map_or(0.0, |_| {
+        r.summary.sys_ns as f64 * ratio(yield_calls as f64, r.summary.syscalls as f64)
+    });
     Draft {
         id: ID,
         title: format!(
@@ -82,10 +80,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
             name: top
                 .map(|t| format!("{} (tid {})", t.comm, t.tid))
                 .unwrap_or_default(),
-            frames: r
-                .syscalls
-                .iter()
-                .find(|c| c.name == "sched_yield")
+            frames: sched_yield
                 .and_then(|c| c.callsites.first())
                 .map(|c| c.frames.clone())
                 .unwrap_or_default(),

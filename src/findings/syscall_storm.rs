@@ -9,6 +9,7 @@
 //! such: those save and restore the signal mask on every context switch.
 
 use super::common::*;
+use crate::render::text::short;
 use crate::report::{Culprit, CulpritKind, Finding, Report, SyscallReport};
 
 pub const ID: &str = "syscall.storm";

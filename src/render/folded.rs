@@ -60,10 +60,7 @@ pub fn offcpu(r: &Report) -> Stacks {
     let mut out = Stacks::new();
     for t in &r.offcpu {
         for reason in &t.reasons {
-            let name = serde_json::to_value(reason.reason)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let name = super::sched_text::reason_name(reason.reason).to_string();
             let sampled: u64 = reason.stacks.iter().map(|s| s.ns).sum();
             for s in &reason.stacks {
                 out.push((rooted(Some(name.clone()), &s.frames, None), s.ns));

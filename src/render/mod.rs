@@ -52,22 +52,23 @@ impl Outputs {
     /// cannot be written does not stop the others; the first error is
     /// returned once all were tried.
     pub fn write(&self, r: &crate::report::Report) -> anyhow::Result<()> {
+        use std::path::{Path, PathBuf};
         let mut first_error = None;
-        let mut attempt = |path: &Option<std::path::PathBuf>, bytes: &dyn Fn() -> Vec<u8>| {
+        let mut attempt = |path: &Option<PathBuf>, write: &dyn Fn(&Path) -> anyhow::Result<()>| {
             if let Some(p) = path
-                && let Err(e) = json::write_atomic(p, &bytes())
+                && let Err(e) = write(p)
             {
                 first_error.get_or_insert(e);
             }
         };
-        attempt(&self.json, &|| {
-            let mut text = json::render(r);
-            text.push('\n');
-            text.into_bytes()
+        attempt(&self.json, &|p| json::write(r, p));
+        attempt(&self.html, &|p| {
+            json::write_atomic(p, html::render(r).as_bytes())
         });
-        attempt(&self.html, &|| html::render(r).into_bytes());
-        attempt(&self.pprof, &|| pprof::render(r));
-        attempt(&self.folded, &|| folded::render(r).into_bytes());
+        attempt(&self.pprof, &|p| json::write_atomic(p, &pprof::render(r)));
+        attempt(&self.folded, &|p| {
+            json::write_atomic(p, folded::render(r).as_bytes())
+        });
         first_error.map_or(Ok(()), Err)
     }
 }

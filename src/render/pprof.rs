@@ -230,10 +230,7 @@ pub fn profile(r: &Report) -> Profile {
     }
     for t in &r.offcpu {
         for reason in &t.reasons {
-            let name = serde_json::to_value(reason.reason)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let name = super::sched_text::reason_name(reason.reason);
             let leaf = format!("[off-cpu {name}]");
             for s in &reason.stacks {
                 let frames =

@@ -42,6 +42,17 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// A count or rate in few digits: `1.17 M`, `12.3 k`, `512`.
+pub fn short(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e4 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
 pub fn rate(per_s: f64) -> String {
     if per_s >= 1e6 {
         format!("{:.2} M/s", per_s / 1e6)

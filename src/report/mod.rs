@@ -279,6 +279,17 @@ pub struct LockReport {
     pub waker_stacks: Vec<LockStack>,
 }
 
+impl Report {
+    /// Time waiters spent in the calls of all contended locks.
+    pub fn contended_wait_ns(&self) -> f64 {
+        self.locks
+            .iter()
+            .filter(|l| l.contention)
+            .map(|l| l.wait_ns as f64)
+            .sum()
+    }
+}
+
 impl LockReport {
     /// `mutex g_lock`: its kind, then its symbol, else its SysV id, else
     /// its address.
