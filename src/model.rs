@@ -143,6 +143,8 @@ pub struct LockSample {
     pub blocked: bool,
     /// Time inside the call.
     pub wait_ns: u64,
+    /// The call's return value (negative errno).
+    pub ret: i32,
 }
 
 /// Why a thread was off CPU, as the kernel saw it.
@@ -164,6 +166,32 @@ pub struct OffCpuCounters {
     pub reason: OffReason,
     pub ns: u64,
     pub count: u64,
+}
+
+/// Who ended a sleep (its wake-up's release side), as a sample carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Waker {
+    pub pid: u32,
+    pub tid: u32,
+    /// The syscall the waker was in, if it was tracked and in one.
+    pub nr: Option<u32>,
+    /// The waker is part of the profiled target.
+    pub tracked: bool,
+    /// A kernel thread or the idle task (timers, interrupts).
+    pub kernel: bool,
+}
+
+impl Waker {
+    /// From the BPF form (`kt_waker_ref`): None when no wake-up was seen.
+    pub fn from_raw(pid: u32, tid: u32, nr: u32, flags: u32) -> Option<Waker> {
+        (tid != 0 || flags != 0).then_some(Waker {
+            pid,
+            tid,
+            nr: (nr != u32::MAX).then_some(nr),
+            tracked: flags & 1 != 0,
+            kernel: flags & 2 != 0 || tid == 0,
+        })
+    }
 }
 
 /// Sleeps of `woken` ended by `waker`.

@@ -6,7 +6,6 @@
 //! arrive (their process may exit any moment), and every exit path drops the
 //! BPF links, so nothing stays attached whatever happens.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::mem::MaybeUninit;
@@ -16,25 +15,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::aggregate::{ThreadUsage, thread_usage};
+use crate::analyze::aggregate::thread_usage;
+use crate::analyze::timeline::{self, Probe};
+use crate::analyze::{self};
 use crate::collect::{Collector, Event};
-use crate::cpu::{self, CpuSite};
-use crate::locks::{self, LockSite, name::LockName};
-use crate::model::{KernelCounters, KernelLoss, LockKey, OffReason, ThreadCounters, UnwoundStack};
-use crate::polls;
+use crate::model::{KernelCounters, KernelLoss, ThreadCounters};
 use crate::preflight;
-use crate::report::build::{Inputs, SampledSite, build};
-use crate::report::{
-    Blocker, CpuProfile, EndReason, LockReport, Loss, Mode, OffCpuThread, PollReport, Profiler,
-    Report, Sampling, SpinReport, WakeupReport,
-};
-use crate::sched::{self, OffCpuSite, WakeSite};
-use crate::stacks::kallsyms::{Kallsyms, KernelStacks};
-use crate::stacks::symbolize::Symbols;
+use crate::report::build::{Inputs, build};
+use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
+use crate::stacks::kallsyms::Kallsyms;
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
 use crate::target::{ExitStatus, Target};
-use crate::timeline::{self, Probe};
 
 pub enum What {
     Run(Vec<OsString>),
@@ -334,128 +326,6 @@ fn loss(
     }
 }
 
-/// What the analyses made of the counters and samples, symbolized.
-struct Analyses {
-    sites: Vec<SampledSite>,
-    cpu_samples: CpuProfile,
-    spin: SpinReport,
-    polls: Vec<PollReport>,
-    locks: Vec<LockReport>,
-    offcpu: Vec<OffCpuThread>,
-    wakeups: Vec<WakeupReport>,
-    blockers: Vec<Blocker>,
-    unresolved_frames: u64,
-}
-
-fn analyse(
-    kernel: &KernelCounters,
-    tally: &SampleTally,
-    kernel_stacks: &KernelStacks,
-    unwinding: &mut Unwinding,
-    threads: &[ThreadUsage],
-    duration_ns: u64,
-    cpu_hz: u64,
-) -> Analyses {
-    let symbols = Symbols::resolve(&unwinding.modules, tally.stacks().flat_map(|s| &s.frames));
-    let frames = |s: &UnwoundStack| symbols.stack(&s.frames);
-    let lock_sites: Vec<LockSite> = tally
-        .locks
-        .iter()
-        .map(|((key, wait, stack), t)| LockSite {
-            key: *key,
-            wait: *wait,
-            frames: frames(stack),
-            weight: t.weight,
-            weighted_ns: t.weighted_ns,
-            samples: t.samples,
-            pids: t.pids.clone(),
-        })
-        .collect();
-    let lock_names: HashMap<LockKey, LockName> = kernel
-        .locks
-        .iter()
-        .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
-        .collect();
-    let (locks, kinds) = locks::build(
-        &kernel.locks,
-        &kernel.lock_waiters,
-        &lock_sites,
-        &lock_names,
-        duration_ns,
-    );
-    let comms: HashMap<u32, String> = threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
-    let off_sites: Vec<OffCpuSite> = tally
-        .offcpu
-        .iter()
-        .map(|(((_, tid, nr, lock), stack), &(ns, samples))| OffCpuSite {
-            tid: *tid,
-            reason: OffReason::Syscall {
-                nr: *nr,
-                lock: *lock,
-            },
-            frames: frames(stack),
-            ns,
-            samples,
-        })
-        .collect();
-    let wake_sites: Vec<WakeSite> = tally
-        .wakes
-        .iter()
-        .map(
-            |((waker_tid, woken_tid, stack), &(weight, samples))| WakeSite {
-                waker_tid: *waker_tid,
-                woken_tid: *woken_tid,
-                frames: frames(stack),
-                weight,
-                samples,
-            },
-        )
-        .collect();
-    let wakeups = sched::wakeups(&kernel.wakeups, &wake_sites, &comms);
-    let cpu_sites: Vec<CpuSite> = tally
-        .cpu
-        .iter()
-        .map(|((_, c, stack), &samples)| CpuSite {
-            in_kernel: c.in_kernel,
-            spinning: c.spinning,
-            user_frames: frames(stack),
-            kernel_frames: c
-                .kernel_stack
-                .and_then(|id| kernel_stacks.frames.get(&id).cloned())
-                .unwrap_or_default(),
-            samples,
-        })
-        .collect();
-    Analyses {
-        sites: tally
-            .sites
-            .iter()
-            .map(|((nr, stack), &(weight, samples))| SampledSite {
-                nr: *nr,
-                frames: frames(stack),
-                weight,
-                samples,
-            })
-            .collect(),
-        polls: polls::build(
-            &kernel.polls,
-            &tally
-                .polls
-                .iter()
-                .map(|((pid, nr, stack), t)| (*pid, *nr, frames(stack), t.clone()))
-                .collect::<Vec<_>>(),
-            duration_ns,
-        ),
-        locks,
-        offcpu: sched::offcpu(&kernel.offcpu, &off_sites, &kinds, &comms),
-        blockers: sched::blockers(&wakeups),
-        wakeups,
-        cpu_samples: cpu::profile(&cpu_sites, cpu_hz),
-        spin: cpu::spin(&cpu_sites, threads, duration_ns),
-        unresolved_frames: symbols.unresolved + kernel_stacks.unresolved,
-    }
-}
-
 pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> {
     let mut phases = Phases {
         on: std::env::var_os("KERNTAX_DEBUG").is_some(),
@@ -530,7 +400,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
 
     let exit = exit_status(&target, &mut signals, &window, &kernel);
     let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
-    let analyses = analyse(
+    let analyses = analyze::run(
         &kernel,
         &window.tally,
         &kallsyms

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::collect::events::CpuSample;
-use crate::model::{LockKey, UnwoundStack};
+use crate::model::{LockKey, UnwoundStack, Waker};
 use crate::stacks::unwind::Unwound;
 
 /// A lock's sampled operations from one stack.
@@ -17,6 +17,33 @@ pub struct LockTally {
     pub weighted_ns: u128,
     pub samples: u64,
     pub pids: BTreeSet<u32>,
+    /// Threads the samples came from.
+    pub tids: BTreeSet<u32>,
+    /// Of `weight`: waits that failed at once (EAGAIN) and that timed out.
+    pub futile: u64,
+    pub timeouts: u64,
+}
+
+/// One sampled sleep's circumstances: who slept, in which call and wait,
+/// how the call ended and who ended the sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SleepKey {
+    pub pid: u32,
+    pub tid: u32,
+    pub nr: u32,
+    pub lock: Option<LockKey>,
+    /// The call's return value, positive ones as 1 (a count of bytes or
+    /// ready fds says only that something came).
+    pub ret: i32,
+    pub waker: Option<Waker>,
+}
+
+/// Sleep a sample stood for: time, sleeps, samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SleepTally {
+    pub ns: u64,
+    pub count: u64,
+    pub samples: u64,
 }
 
 /// Poll-family calls from one stack: weights, and weight x fds passed and
@@ -40,6 +67,8 @@ pub struct SampleTally {
     pub locks: HashMap<(LockKey, bool, UnwoundStack), LockTally>,
     /// (where, stack) -> (sleep stood for, samples).
     pub offcpu: HashMap<(OffCpuKey, UnwoundStack), (u64, u64)>,
+    /// The same sleeps with their outcome and waker, for the wait sites.
+    pub sleeps: HashMap<(SleepKey, UnwoundStack), SleepTally>,
     /// (waker tid, woken tid, stack) -> (wake-ups stood for, samples).
     pub wakes: HashMap<(u32, u32, UnwoundStack), (u64, u64)>,
     /// (pid, syscall, stack) -> poll-family calls stood for.
@@ -62,12 +91,30 @@ impl SampleTally {
                 e.weighted_ns += s.weight as u128 * lock.wait_ns as u128;
                 e.samples += 1;
                 e.pids.insert(s.pid);
+                e.tids.insert(s.tid);
+                if lock.op.is_wait() && lock.ret == -libc::EAGAIN {
+                    e.futile += s.weight;
+                } else if lock.op.is_wait() && lock.ret == -libc::ETIMEDOUT {
+                    e.timeouts += s.weight;
+                }
             }
             if s.off_ns > 0 {
-                let key = (s.pid, s.tid, s.nr, s.lock.map(|l| l.key));
+                let key = (s.pid, s.tid, s.nr, s.lock_key);
                 let e = self.offcpu.entry((key, stack.clone())).or_default();
                 e.0 += s.off_ns;
                 e.1 += 1;
+                let key = SleepKey {
+                    pid: s.pid,
+                    tid: s.tid,
+                    nr: s.nr,
+                    lock: s.lock_key,
+                    ret: s.ret.min(1),
+                    waker: s.waker,
+                };
+                let e = self.sleeps.entry((key, stack.clone())).or_default();
+                e.ns += s.off_ns;
+                e.count += s.off_count.max(1);
+                e.samples += 1;
             }
             if let Some((_, woken_tid)) = s.woken {
                 let e = self
@@ -102,6 +149,7 @@ impl SampleTally {
             .map(|(_, s)| s)
             .chain(self.locks.keys().map(|(_, _, s)| s))
             .chain(self.offcpu.keys().map(|(_, s)| s))
+            .chain(self.sleeps.keys().map(|(_, s)| s))
             .chain(self.wakes.keys().map(|(_, _, s)| s))
             .chain(self.polls.keys().map(|(_, _, s)| s))
             .chain(self.cpu.keys().map(|(_, _, s)| s))

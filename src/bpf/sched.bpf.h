@@ -97,6 +97,11 @@ static __noinline void switched_in(struct kt_task *t, struct task_struct *next, 
 	if (t->woken_ns && t->waker.woken_tid) {
 		add_time(&kt_wakeups, &t->waker, sleep, &full);
 		t->waker.woken_tid = 0;
+		t->last_wake_ns = t->woken_ns;
+		t->last_waker.pid = t->waker.waker_pid;
+		t->last_waker.tid = t->waker.waker_tid;
+		t->last_waker.nr = t->waker.waker_nr;
+		t->last_waker.flags = t->waker.waker_flags;
 	}
 	if (full)
 		count_loss(sched_map_full);

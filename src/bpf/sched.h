@@ -42,6 +42,14 @@ struct kt_wakeup_key {
 	char waker_comm[16];
 };
 
+/* Who ended a sleep, as an off-CPU sample carries it: the wait's release side. */
+struct kt_waker_ref {
+	__u32 pid;
+	__u32 tid;
+	__u32 nr;     /* the waker's syscall, or KT_NOT_IN_SYSCALL */
+	__u32 flags;  /* KT_WAKER_*; 0 with tid 0: no wake-up was seen (e.g. a signal) */
+};
+
 #define KT_WAKER_TRACKED 1  /* the waker is part of the target */
 #define KT_WAKER_KTHREAD 2  /* a kernel thread (or the idle task: timers) */
 

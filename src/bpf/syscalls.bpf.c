@@ -420,13 +420,17 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
  * KT_OFF_SAMPLE_ALL, then one whenever KT_OFF_SAMPLE_NS went unsampled).
  * One stack copy serves both.
  */
-static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long ret, __u64 d_ns)
+static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long ret, __u64 d_ns,
+				   __u64 enter_ns)
 {
-	struct kt_stack_sample smp = { .nr = t->nr };
+	struct kt_stack_sample smp = { .nr = t->nr, .ret = ret };
 	__u64 slept = t->off_cpu_ns - t->enter_off_cpu_ns;
 	struct kt_sampler *sm;
 
 	if (t->lock_op != KT_LOCK_OP_NONE) {
+		/* The lock waited on, for an off-CPU sample too (op stays 0
+		 * unless the lock's own sampler takes this call). */
+		smp.lock.lock = t->lock;
 		lock_exit(t, ret, d_ns, &smp);
 		t->lock_op = KT_LOCK_OP_NONE;
 	} else if (is_poll_syscall(t->nr)) {
@@ -436,10 +440,16 @@ static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long
 	}
 	if (slept && (sm = sampler())) {
 		sm->off_pending_ns += slept;
+		sm->off_pending_count++;
 		if (sm->off_seen++ < KT_OFF_SAMPLE_ALL || sm->off_pending_ns >= KT_OFF_SAMPLE_NS) {
 			smp.flags |= KT_SAMPLE_OFFCPU;
 			smp.off_ns = sm->off_pending_ns;
+			smp.off_count = sm->off_pending_count;
 			sm->off_pending_ns = 0;
+			sm->off_pending_count = 0;
+			/* The wake-up that ended this call's last sleep, if one did. */
+			if (t->last_wake_ns >= enter_ns)
+				smp.waker = t->last_waker;
 		}
 	}
 	if (smp.flags) {
@@ -487,7 +497,7 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 			count_loss(errno_map_full);
 		}
 	}
-	sample_exit(regs, t, ret, delta_ns);
+	sample_exit(regs, t, ret, delta_ns, now - delta_ns);
 	return 0;
 }
 

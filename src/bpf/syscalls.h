@@ -67,6 +67,8 @@ struct kt_task {
 	struct kt_wakeup_key waker;
 	__u32 poll_fds;          /* fds the poll-family call in flight waits on */
 	__u32 _pad3;
+	__u64 last_wake_ns;      /* when the last sleep was ended by a wake-up ... */
+	struct kt_waker_ref last_waker; /* ... and by whom */
 	__u64 yields;            /* sched_yield calls */
 };
 
@@ -126,6 +128,9 @@ struct kt_stack_sample {
 	__u32 poll_ready;
 	__s32 kstack_id;   /* KT_SAMPLE_IN_KERNEL: key in kt_kstacks, < 0 if none */
 	__u64 off_ns;
+	__s32 ret;         /* the syscall's return value (samples at its exit) */
+	__u32 off_count;   /* KT_SAMPLE_OFFCPU: the sleeps off_ns stands for */
+	struct kt_waker_ref waker; /* KT_SAMPLE_OFFCPU: who ended this call's last sleep */
 	struct kt_lock_sample lock;
 	__u64 ip;
 	__u64 sp;
@@ -149,6 +154,7 @@ struct kt_totals {
 /* Per-CPU state of the samplers that are not per syscall or per lock. */
 struct kt_sampler {
 	__u64 off_pending_ns;  /* sleep not yet stood for by a sample */
+	__u64 off_pending_count; /* ... in this many sleeps */
 	__u64 off_seen;
 	__u64 wakes_seen;
 	__u32 wake_countdown;

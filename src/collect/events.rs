@@ -5,7 +5,7 @@ use std::mem::size_of;
 
 use super::bpf::types;
 use super::c_string;
-use crate::model::{LockKey, LockOp, LockSample};
+use crate::model::{LockKey, LockOp, LockSample, Waker};
 
 unsafe impl plain::Plain for types::kt_event_header {}
 unsafe impl plain::Plain for types::kt_stack_event {}
@@ -51,6 +51,14 @@ pub struct StackSample {
     pub lock: Option<LockSample>,
     /// Role: stands for this much sleep inside syscall `nr` (0: not this role).
     pub off_ns: u64,
+    /// ... in this many sleeps, the last ended by `waker` (None: no wake-up
+    /// seen, e.g. a signal or the end of the run).
+    pub off_count: u64,
+    pub waker: Option<Waker>,
+    /// The lock a lock syscall operated on, whichever role the sample has.
+    pub lock_key: Option<LockKey>,
+    /// The syscall's return value, for samples taken at its exit.
+    pub ret: i32,
     /// Role: stands for `weight` wake-ups of this (pid, tid) by the sampled
     /// thread.
     pub woken: Option<(u32, u32)>,
@@ -131,7 +139,7 @@ pub(crate) fn lock_key(k: &types::kt_lock_key) -> Option<LockKey> {
     }
 }
 
-fn lock_sample(s: &types::kt_lock_sample) -> Option<LockSample> {
+fn lock_sample(s: &types::kt_lock_sample, ret: i32) -> Option<LockSample> {
     let op = match s.op {
         1 => LockOp::Wait,
         2 => LockOp::WaitPi,
@@ -144,6 +152,7 @@ fn lock_sample(s: &types::kt_lock_sample) -> Option<LockSample> {
         op,
         blocked: s.blocked != 0,
         wait_ns: s.wait_ns,
+        ret,
     })
 }
 
@@ -174,7 +183,7 @@ impl Event {
                     weight: u64::from(ev.weight),
                     call: ev.flags & (KT_SAMPLE_CALL | KT_SAMPLE_LOCK) != 0,
                     lock: if ev.flags & KT_SAMPLE_LOCK != 0 {
-                        lock_sample(&ev.lock)
+                        lock_sample(&ev.lock, ev.ret)
                     } else {
                         None
                     },
@@ -183,6 +192,14 @@ impl Event {
                     } else {
                         0
                     },
+                    off_count: u64::from(ev.off_count),
+                    waker: if ev.flags & KT_SAMPLE_OFFCPU != 0 {
+                        Waker::from_raw(ev.waker.pid, ev.waker.tid, ev.waker.nr, ev.waker.flags)
+                    } else {
+                        None
+                    },
+                    ret: ev.ret,
+                    lock_key: lock_key(&ev.lock.lock),
                     woken: (ev.flags & KT_SAMPLE_WAKE != 0).then_some((ev.woken_pid, ev.woken_tid)),
                     poll: (ev.flags & KT_SAMPLE_POLL != 0).then_some((ev.poll_fds, ev.poll_ready)),
                     cpu: (ev.flags & KT_SAMPLE_CPU != 0).then_some(CpuSample {

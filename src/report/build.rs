@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::*;
-use crate::aggregate::{ThreadUsage, estimate_sites};
+use crate::analyze::aggregate::{ThreadUsage, estimate_sites};
 use crate::model::KernelCounters;
 use crate::names::{errno_name, syscall_name};
 use crate::target::ExitStatus;

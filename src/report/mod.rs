@@ -231,7 +231,7 @@ pub struct Callsite {
     pub samples: u64,
 }
 
-pub use crate::locks::classify::LockKind;
+pub use crate::analyze::locks::classify::LockKind;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockReport {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::aggregate::ThreadUsage;
+use crate::analyze::aggregate::ThreadUsage;
 use crate::report::{CpuFunction, CpuProfile, FoldedStack, SpinReport, ThreadYields};
 
 /// Functions and stacks kept.

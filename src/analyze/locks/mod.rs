@@ -9,7 +9,7 @@ pub mod name;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::aggregate::estimate_sites;
+use crate::analyze::aggregate::estimate_sites;
 use crate::model::{LockCounters, LockKey};
 use crate::report::{LockReport, LockStack};
 use classify::{LockKind, classify};

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::aggregate::estimate_sites;
+use crate::analyze::aggregate::estimate_sites;
 use crate::model::PollCounters;
 use crate::names::syscall_name;
 use crate::report::{PollReport, PollSite};

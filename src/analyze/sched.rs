@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::locks::classify::LockKind;
+use crate::analyze::locks::classify::LockKind;
 use crate::model::{LockKey, OffCpuCounters, OffReason, WakeupCounters};
 use crate::names::syscall_name;
 use crate::report::{

@@ -6,7 +6,7 @@
 //! task iterator, exited ones from totals kept at their exit), so a thread
 //! that never leaves the CPU still shows up in every interval.
 
-use crate::aggregate::cpu_split;
+use crate::analyze::aggregate::cpu_split;
 use crate::model::{ThreadCounters, Totals};
 use crate::report::{Timeline, TimelineBucket};
 

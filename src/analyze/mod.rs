@@ -1,0 +1,150 @@
+//! The analyses: each turns the kernel's counters and the symbolized
+//! samples into one part of the report. One module per analysis; `run`
+//! symbolizes the samples once and hands each analysis what it reads, in
+//! the order their results depend on each other (lock kinds before off-CPU
+//! reasons, both before the wait sites).
+
+pub mod aggregate;
+pub mod cpu;
+pub mod locks;
+pub mod polls;
+pub mod sched;
+pub mod timeline;
+
+use std::collections::HashMap;
+
+use crate::model::{KernelCounters, LockKey, OffReason, UnwoundStack};
+use crate::report::build::SampledSite;
+use crate::report::{
+    Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WakeupReport,
+};
+use crate::stacks::kallsyms::KernelStacks;
+use crate::stacks::symbolize::Symbols;
+use crate::stacks::unwind::Unwinding;
+use crate::tally::SampleTally;
+use aggregate::ThreadUsage;
+use cpu::CpuSite;
+use locks::{LockSite, name::LockName};
+use sched::{OffCpuSite, WakeSite};
+
+/// What the analyses made of the counters and samples, symbolized.
+pub struct Analyses {
+    pub sites: Vec<SampledSite>,
+    pub cpu_samples: CpuProfile,
+    pub spin: SpinReport,
+    pub polls: Vec<PollReport>,
+    pub locks: Vec<LockReport>,
+    pub offcpu: Vec<OffCpuThread>,
+    pub wakeups: Vec<WakeupReport>,
+    pub blockers: Vec<Blocker>,
+    pub unresolved_frames: u64,
+}
+
+pub fn run(
+    kernel: &KernelCounters,
+    tally: &SampleTally,
+    kernel_stacks: &KernelStacks,
+    unwinding: &mut Unwinding,
+    threads: &[ThreadUsage],
+    duration_ns: u64,
+    cpu_hz: u64,
+) -> Analyses {
+    let symbols = Symbols::resolve(&unwinding.modules, tally.stacks().flat_map(|s| &s.frames));
+    let frames = |s: &UnwoundStack| symbols.stack(&s.frames);
+    let lock_sites: Vec<LockSite> = tally
+        .locks
+        .iter()
+        .map(|((key, wait, stack), t)| LockSite {
+            key: *key,
+            wait: *wait,
+            frames: frames(stack),
+            weight: t.weight,
+            weighted_ns: t.weighted_ns,
+            samples: t.samples,
+            pids: t.pids.clone(),
+        })
+        .collect();
+    let lock_names: HashMap<LockKey, LockName> = kernel
+        .locks
+        .iter()
+        .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
+        .collect();
+    let (locks, kinds) = locks::build(
+        &kernel.locks,
+        &kernel.lock_waiters,
+        &lock_sites,
+        &lock_names,
+        duration_ns,
+    );
+    let comms: HashMap<u32, String> = threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
+    let off_sites: Vec<OffCpuSite> = tally
+        .offcpu
+        .iter()
+        .map(|(((_, tid, nr, lock), stack), &(ns, samples))| OffCpuSite {
+            tid: *tid,
+            reason: OffReason::Syscall {
+                nr: *nr,
+                lock: *lock,
+            },
+            frames: frames(stack),
+            ns,
+            samples,
+        })
+        .collect();
+    let wake_sites: Vec<WakeSite> = tally
+        .wakes
+        .iter()
+        .map(
+            |((waker_tid, woken_tid, stack), &(weight, samples))| WakeSite {
+                waker_tid: *waker_tid,
+                woken_tid: *woken_tid,
+                frames: frames(stack),
+                weight,
+                samples,
+            },
+        )
+        .collect();
+    let wakeups = sched::wakeups(&kernel.wakeups, &wake_sites, &comms);
+    let cpu_sites: Vec<CpuSite> = tally
+        .cpu
+        .iter()
+        .map(|((_, c, stack), &samples)| CpuSite {
+            in_kernel: c.in_kernel,
+            spinning: c.spinning,
+            user_frames: frames(stack),
+            kernel_frames: c
+                .kernel_stack
+                .and_then(|id| kernel_stacks.frames.get(&id).cloned())
+                .unwrap_or_default(),
+            samples,
+        })
+        .collect();
+    Analyses {
+        sites: tally
+            .sites
+            .iter()
+            .map(|((nr, stack), &(weight, samples))| SampledSite {
+                nr: *nr,
+                frames: frames(stack),
+                weight,
+                samples,
+            })
+            .collect(),
+        polls: polls::build(
+            &kernel.polls,
+            &tally
+                .polls
+                .iter()
+                .map(|((pid, nr, stack), t)| (*pid, *nr, frames(stack), t.clone()))
+                .collect::<Vec<_>>(),
+            duration_ns,
+        ),
+        locks,
+        offcpu: sched::offcpu(&kernel.offcpu, &off_sites, &kinds, &comms),
+        blockers: sched::blockers(&wakeups),
+        wakeups,
+        cpu_samples: cpu::profile(&cpu_sites, cpu_hz),
+        spin: cpu::spin(&cpu_sites, threads, duration_ns),
+        unresolved_frames: symbols.unresolved + kernel_stacks.unresolved,
+    }
+}
