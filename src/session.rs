@@ -360,6 +360,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     } else {
         unwinding.learn(target.pid);
     }
+    let cpus = cpus_of(target.pid);
     let baseline = track(&collector, &target)?;
     // A command runs from here; if its exec fails, it has been reaped.
     target.release()?;
@@ -436,6 +437,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         spin: analyses.spin,
         polls: analyses.polls,
         locks: analyses.locks,
+        waits: analyses.waits,
         offcpu: analyses.offcpu,
         wakeups: analyses.wakeups,
         blockers: analyses.blockers,
@@ -453,12 +455,31 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             peak_rss_bytes: peak_rss_bytes(),
             kernel: preflight::kernel_release(),
         },
+        cpus,
     });
     let exit_code = match (mode, report.exit_status) {
         (Mode::Run, Some(code)) => code,
         _ => 0,
     };
     Ok(Outcome { report, exit_code })
+}
+
+/// The CPUs a process may run on (its affinity), or all online CPUs if
+/// that cannot be read.
+fn cpus_of(pid: u32) -> u32 {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the call fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let got = unsafe {
+        libc::sched_getaffinity(pid as libc::pid_t, std::mem::size_of_val(&set), &mut set)
+    };
+    if got == 0 {
+        // SAFETY: the set was filled above.
+        let n = unsafe { libc::CPU_COUNT(&set) };
+        if n > 0 {
+            return n as u32;
+        }
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
 fn pidfd_ready(fd: i32) -> bool {

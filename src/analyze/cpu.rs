@@ -23,14 +23,7 @@ pub struct CpuSite {
     pub samples: u64,
 }
 
-/// The function part of a frame string (`name (file:line)`).
-pub fn function(frame: &str) -> &str {
-    frame
-        .split(" (")
-        .next()
-        .unwrap_or(frame)
-        .trim_end_matches(" [inlined]")
-}
+pub use crate::stacks::frame::function;
 
 /// Outermost first: the user stack, then the kernel stack under it.
 fn folded(site: &CpuSite) -> Vec<String> {

@@ -10,13 +10,14 @@ pub mod locks;
 pub mod polls;
 pub mod sched;
 pub mod timeline;
+pub mod waits;
 
 use std::collections::HashMap;
 
 use crate::model::{KernelCounters, LockKey, OffReason, UnwoundStack};
 use crate::report::build::SampledSite;
 use crate::report::{
-    Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WakeupReport,
+    Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WaitSite, WakeupReport,
 };
 use crate::stacks::kallsyms::KernelStacks;
 use crate::stacks::symbolize::Symbols;
@@ -34,6 +35,7 @@ pub struct Analyses {
     pub spin: SpinReport,
     pub polls: Vec<PollReport>,
     pub locks: Vec<LockReport>,
+    pub waits: Vec<WaitSite>,
     pub offcpu: Vec<OffCpuThread>,
     pub wakeups: Vec<WakeupReport>,
     pub blockers: Vec<Blocker>,
@@ -51,6 +53,7 @@ pub fn run(
 ) -> Analyses {
     let symbols = Symbols::resolve(&unwinding.modules, tally.stacks().flat_map(|s| &s.frames));
     let frames = |s: &UnwoundStack| symbols.stack(&s.frames);
+    let runtime = |s: &UnwoundStack| symbols.runtime_prefix(&unwinding.modules, &s.frames);
     let lock_sites: Vec<LockSite> = tally
         .locks
         .iter()
@@ -62,21 +65,70 @@ pub fn run(
             weighted_ns: t.weighted_ns,
             samples: t.samples,
             pids: t.pids.clone(),
+            runtime: runtime(stack),
+            futile: t.futile,
         })
         .collect();
+    let mut comms: HashMap<u32, String> = threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
+    for w in &kernel.wakeups {
+        comms
+            .entry(w.waker_tid)
+            .or_insert_with(|| w.waker_comm.clone());
+    }
+    let waits = waits::build(&waits::Inputs {
+        sleeps: &tally
+            .sleeps
+            .iter()
+            .map(|((key, stack), t)| waits::SleepSample {
+                key: *key,
+                frames: frames(stack),
+                runtime: runtime(stack),
+                tally: *t,
+            })
+            .collect::<Vec<_>>(),
+        lock_waits: &lock_sites
+            .iter()
+            .filter(|l| l.wait)
+            .map(|l| waits::LockWaitSample {
+                key: l.key,
+                frames: l.frames.clone(),
+                runtime: l.runtime,
+                weight: l.weight,
+                futile: l.futile,
+            })
+            .collect::<Vec<_>>(),
+        wakes: &tally
+            .wakes
+            .iter()
+            .map(
+                |((waker_tid, woken_tid, stack), &(weight, _))| waits::WakeSample {
+                    waker_tid: *waker_tid,
+                    woken_tid: *woken_tid,
+                    frames: frames(stack),
+                    runtime: runtime(stack),
+                    weight,
+                },
+            )
+            .collect::<Vec<_>>(),
+        offcpu: &kernel.offcpu,
+        futile: &kernel.locks.iter().map(|(k, c)| (*k, c.futile)).collect(),
+        threads,
+        comms: &comms,
+        duration_ns,
+    });
     let lock_names: HashMap<LockKey, LockName> = kernel
         .locks
         .iter()
         .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
         .collect();
-    let (locks, kinds) = locks::build(
+    let (locks, contended) = locks::build(
         &kernel.locks,
         &kernel.lock_waiters,
         &lock_sites,
         &lock_names,
+        &waits.lock_class,
         duration_ns,
     );
-    let comms: HashMap<u32, String> = threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
     let off_sites: Vec<OffCpuSite> = tally
         .offcpu
         .iter()
@@ -140,7 +192,14 @@ pub fn run(
             duration_ns,
         ),
         locks,
-        offcpu: sched::offcpu(&kernel.offcpu, &off_sites, &kinds, &comms),
+        offcpu: sched::offcpu(
+            &kernel.offcpu,
+            &off_sites,
+            &contended,
+            &waits.contended_ns,
+            &comms,
+        ),
+        waits: waits.sites,
         blockers: sched::blockers(&wakeups),
         wakeups,
         cpu_samples: cpu::profile(&cpu_sites, cpu_hz),

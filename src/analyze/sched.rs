@@ -1,12 +1,12 @@
 //! Off-CPU time by reason, the wake-up graph and what the rest wait on:
 //! from the kernel's exact per-thread counters and the sampled stacks.
 //!
-//! A sleep inside a lock wait counts as waiting for work when the lock is a
-//! condition variable or a join: the kind comes from the lock analysis.
+//! A sleep inside a lock wait counts as lock contention or as waiting for
+//! work as the wait sites found for that lock (who ended its waits, how
+//! they ended), not by its kind alone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::analyze::locks::classify::LockKind;
 use crate::model::{LockKey, OffCpuCounters, OffReason, WakeupCounters};
 use crate::names::syscall_name;
 use crate::report::{
@@ -21,15 +21,15 @@ fn is_lock_syscall(name: &str) -> bool {
 }
 
 /// The reason a sleep inside `nr` (waiting on `lock`, if one) counts under.
-pub fn reason_of(reason: &OffReason, kinds: &HashMap<LockKey, LockKind>) -> OffCpuReason {
+pub fn reason_of(reason: &OffReason, contended: &HashMap<LockKey, bool>) -> OffCpuReason {
     match reason {
         OffReason::RunQueue => OffCpuReason::Involuntary,
         OffReason::Other => OffCpuReason::Other,
         OffReason::Syscall { nr, lock } => {
             let name = syscall_name(*nr);
             match name.as_str() {
-                n if is_lock_syscall(n) => match lock.and_then(|k| kinds.get(&k)) {
-                    Some(k) if !k.is_contention() => OffCpuReason::WaitingForWork,
+                n if is_lock_syscall(n) => match lock.and_then(|k| contended.get(&k)) {
+                    Some(false) => OffCpuReason::WaitingForWork,
                     _ => OffCpuReason::Lock,
                 },
                 "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait"
@@ -81,12 +81,18 @@ pub struct OffCpuSite {
     pub samples: u64,
 }
 
+/// Off-CPU time per thread by reason; `contended` says which locks' waits
+/// are contention, `contended_ns` each thread's time at contended wait
+/// sites (whatever the syscall): with its run-queue time, what it wanted to
+/// run and could not, which ranks the threads.
 pub fn offcpu(
     counters: &[OffCpuCounters],
     sites: &[OffCpuSite],
-    kinds: &HashMap<LockKey, LockKind>,
+    contended: &HashMap<LockKey, bool>,
+    contended_ns: &HashMap<u32, u64>,
     comms: &HashMap<u32, String>,
 ) -> Vec<OffCpuThread> {
+    let kinds = contended;
     // (tid, reason) -> (pid, ns, count, ns by syscall)
     let mut per: ReasonSums = BTreeMap::new();
     for c in counters {
@@ -116,9 +122,13 @@ pub fn offcpu(
             pid,
             comm: comms.get(&tid).cloned().unwrap_or_default(),
             total_ns: 0,
+            wanted_ns: contended_ns.get(&tid).copied().unwrap_or(0),
             reasons: vec![],
         });
         t.total_ns += ns;
+        if reason == OffCpuReason::Involuntary {
+            t.wanted_ns += ns;
+        }
         let stacks = site_stacks
             .remove(&(tid, reason))
             .map_or_else(Vec::new, |s| scale_stacks(s, ns));
@@ -135,13 +145,27 @@ pub fn offcpu(
         t.reasons
             .sort_by(|a, b| b.ns.cmp(&a.ns).then(a.reason.cmp(&b.reason)));
     }
-    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.tid.cmp(&b.tid)));
+    for t in &mut out {
+        t.wanted_ns = t.wanted_ns.min(t.total_ns);
+    }
+    out.sort_by(|a, b| {
+        b.wanted_ns
+            .cmp(&a.wanted_ns)
+            .then(b.total_ns.cmp(&a.total_ns))
+            .then(a.tid.cmp(&b.tid))
+    });
     out
 }
 
 /// How a waker woke: from the syscall it was in.
 pub fn mechanism(w: &WakeupCounters) -> String {
-    match w.waker_nr.map(syscall_name).as_deref() {
+    mechanism_of(w.waker_nr, w.waker_kernel, w.waker_tracked, &w.waker_comm)
+}
+
+/// How a waker woke, from the syscall it was in (`nr`), whether it is a
+/// kernel thread or part of the target, and its name.
+pub fn mechanism_of(nr: Option<u32>, kernel: bool, tracked: bool, comm: &str) -> String {
+    match nr.map(syscall_name).as_deref() {
         Some("futex" | "futex_waitv") => "futex".into(),
         Some("kill" | "tkill" | "tgkill" | "rt_sigqueueinfo" | "rt_tgsigqueueinfo") => {
             "signal".into()
@@ -153,12 +177,9 @@ pub fn mechanism(w: &WakeupCounters) -> String {
         Some("semop" | "semtimedop") => "sysv semaphore".into(),
         Some("exit" | "exit_group") => "exit".into(),
         Some(name) => format!("syscall {name}"),
-        None if w.waker_kernel => format!(
-            "kernel ({}: timer, interrupt or kernel thread)",
-            w.waker_comm
-        ),
-        None if w.waker_tracked => "outside a syscall (interrupt or fault)".into(),
-        None => format!("another process ({})", w.waker_comm),
+        None if kernel => format!("kernel ({comm}: timer, interrupt or kernel thread)"),
+        None if tracked => "outside a syscall (interrupt or fault)".into(),
+        None => format!("another process ({comm})"),
     }
 }
 
@@ -284,11 +305,10 @@ mod tests {
     }
 
     #[test]
-    fn sleeps_are_classified_by_syscall_and_lock_kind() {
+    fn sleeps_are_classified_by_syscall_and_lock_contention() {
         let cond = LockKey::Private { pid: 1, addr: 0x10 };
         let mutex = LockKey::Private { pid: 1, addr: 0x20 };
-        let kinds: HashMap<LockKey, LockKind> =
-            [(cond, LockKind::Condvar), (mutex, LockKind::Mutex)].into();
+        let kinds: HashMap<LockKey, bool> = [(cond, false), (mutex, true)].into();
         let futex = crate::names::syscall_nr("futex").unwrap();
         let sys = |name: &str, lock| OffReason::Syscall {
             nr: crate::names::syscall_nr(name).unwrap(),
@@ -374,7 +394,7 @@ mod tests {
             },
         ];
         let comms: HashMap<u32, String> = [(5, "reader".to_string())].into();
-        let out = offcpu(&counters, &sites, &HashMap::new(), &comms);
+        let out = offcpu(&counters, &sites, &HashMap::new(), &HashMap::new(), &comms);
         assert_eq!(
             (out[0].tid, out[0].total_ns, out[0].comm.as_str()),
             (5, 1_300, "reader")
@@ -393,6 +413,27 @@ mod tests {
         );
         assert_eq!(out[0].reasons[1].reason, OffCpuReason::Involuntary);
         assert_eq!(out[1].tid, 6);
+    }
+
+    /// Issue #10: threads rank by the time they wanted to run (run queue,
+    /// contended waits), not by idle time.
+    #[test]
+    fn threads_that_wanted_to_run_rank_before_idle_ones() {
+        let read = crate::names::syscall_nr("read").unwrap();
+        let idle = OffReason::Syscall {
+            nr: read,
+            lock: None,
+        };
+        let counters = [
+            off(7, idle, 5_000),
+            off(5, idle, 1_000),
+            off(5, OffReason::RunQueue, 30),
+            off(6, OffReason::RunQueue, 50),
+        ];
+        let contended: HashMap<u32, u64> = [(5, 100)].into();
+        let out = offcpu(&counters, &[], &HashMap::new(), &contended, &HashMap::new());
+        let order: Vec<(u32, u64)> = out.iter().map(|t| (t.tid, t.wanted_ns)).collect();
+        assert_eq!(order, vec![(5, 130), (6, 50), (7, 0)]);
     }
 
     #[test]

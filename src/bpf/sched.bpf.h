@@ -152,6 +152,63 @@ static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_ke
 }
 
 /*
+ * Per CPU: inside a timer's expiry (hrtimer or timer wheel). A wake-up from
+ * there (every timed sleep, timeout and poll deadline ends so) runs on
+ * whatever task the interrupt hit, which woke no one: it is the kernel's.
+ * (The per-CPU preempt count would tell interrupt context directly, but
+ * its address is not in kallsyms here.)
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} kt_in_timer SEC(".maps");
+
+static __always_inline void timer_depth(int delta)
+{
+	__u32 zero = 0, *d = bpf_map_lookup_elem(&kt_in_timer, &zero);
+
+	if (d)
+		*d += delta;
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int kt_hrtimer_entry(void *ctx)
+{
+	timer_depth(1);
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int kt_hrtimer_exit(void *ctx)
+{
+	timer_depth(-1);
+	return 0;
+}
+
+SEC("tp_btf/timer_expire_entry")
+int kt_timer_entry(void *ctx)
+{
+	timer_depth(1);
+	return 0;
+}
+
+SEC("tp_btf/timer_expire_exit")
+int kt_timer_exit(void *ctx)
+{
+	timer_depth(-1);
+	return 0;
+}
+
+static __always_inline bool in_timer(void)
+{
+	__u32 zero = 0, *d = bpf_map_lookup_elem(&kt_in_timer, &zero);
+
+	return d && *d > 0 && *d < 16;
+}
+
+/*
  * Runs in the waker's context: notes who woke a sleeping tracked thread,
  * from which syscall, and samples the waker's stack.
  */
@@ -173,8 +230,15 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 	w->waker_tid = (__u32)pid_tgid;
 	w->woken_pid = p->tgid;
 	w->woken_tid = p->pid;
-	w->waker_flags = (cur->flags & KT_PF_KTHREAD) || !w->waker_tid ? KT_WAKER_KTHREAD : 0;
 	w->waker_nr = KT_NOT_IN_SYSCALL;
+	if (in_timer()) {
+		w->waker_pid = 0;
+		w->waker_tid = 0;
+		w->waker_flags = KT_WAKER_KTHREAD;
+		__builtin_memcpy(w->waker_comm, "[timer]", 8);
+		return 0;
+	}
+	w->waker_flags = (cur->flags & KT_PF_KTHREAD) || !w->waker_tid ? KT_WAKER_KTHREAD : 0;
 	bpf_get_current_comm(w->waker_comm, sizeof(w->waker_comm));
 	wt = bpf_task_storage_get(&kt_tasks, cur, 0, 0);
 	if (!wt)

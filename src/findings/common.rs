@@ -106,10 +106,7 @@ pub fn waiting_share(r: &Report, l: &LockReport) -> f64 {
     ratio(l.wait_ns as f64, wall_ns(r) * f64::from(l.threads.max(1)))
 }
 
-/// The function a frame names: `ns_get (icinga.c:115)` -> `ns_get`.
-pub fn function(frame: &str) -> &str {
-    frame.split(" (").next().unwrap_or(frame).trim()
-}
+pub use crate::stacks::frame::function;
 
 /// The first frame of a stack (innermost first) that is the program's own
 /// code rather than libc's or libpthread's lock machinery: where the lock

@@ -10,6 +10,7 @@
 
 use super::common::*;
 use crate::report::{Finding, LockKind, LockReport, Report};
+use crate::stacks::frame::words;
 
 pub const ID: &str = "lock.exclusive-hot";
 /// The lock's share of all waiting on contended locks.
@@ -101,44 +102,4 @@ pub fn reads(frames: &[String]) -> bool {
         }
     }
     false
-}
-
-/// `DCget_user_macro` -> [dc, get, user, macro]; `lookUpName` -> [look, up, name].
-fn words(function: &str) -> Vec<String> {
-    let mut out = vec![];
-    let name = function.rsplit("::").next().unwrap_or(function);
-    for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
-        let mut word = String::new();
-        let chars: Vec<char> = part.chars().collect();
-        for (i, &c) in chars.iter().enumerate() {
-            let lower_before = i > 0 && chars[i - 1].is_ascii_lowercase();
-            let upper_run_ends = i > 0
-                && chars[i - 1].is_ascii_uppercase()
-                && c.is_ascii_uppercase()
-                && chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
-            if c.is_ascii_uppercase() && (lower_before || upper_run_ends) && !word.is_empty() {
-                out.push(std::mem::take(&mut word));
-            }
-            word.push(c.to_ascii_lowercase());
-        }
-        if !word.is_empty() {
-            out.push(word);
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn words_split_snake_and_camel_case() {
-        assert_eq!(words("ns_get_value"), ["ns", "get", "value"]);
-        // Ambiguous run-togethers stay whole rather than guessed at.
-        assert_eq!(words("DCget_user_macro"), ["d", "cget", "user", "macro"]);
-        assert_eq!(words("lookUpName"), ["look", "up", "name"]);
-        assert_eq!(words("ns::Namespace::getValue"), ["get", "value"]);
-        assert_eq!(words("HTTPServer"), ["http", "server"]);
-    }
 }

@@ -268,6 +268,7 @@ fn crowded(runqueue: f64, involuntary_per_s: f64, involuntary_share: f64) -> Rep
         pid: 100,
         comm: "worker".into(),
         total_ns: inv + other,
+        wanted_ns: inv,
         reasons: vec![
             reason(OffCpuReason::Involuntary, inv),
             reason(OffCpuReason::Lock, other),

@@ -9,6 +9,7 @@ mod locks_text;
 pub mod pprof;
 mod sched_text;
 pub mod text;
+mod waits_text;
 
 /// Compares `actual` with the golden file `tests/golden/NAME`; with
 /// KERNTAX_UPDATE_GOLDEN=1 rewrites it instead.

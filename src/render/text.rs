@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use crate::report::{EndReason, Mode, Report, SyscallReport};
+use crate::stacks::frame::short_frame;
 
 /// How many syscalls the table shows.
 const TOP_SYSCALLS: usize = 15;
@@ -131,7 +132,7 @@ fn header(r: &Report, out: &mut String, color: bool) {
 pub(crate) fn stack(out: &mut String, label: &str, frames: &[String]) {
     for (i, frame) in frames.iter().take(SITE_FRAMES).enumerate() {
         let lead = if i == 0 { label } else { "" };
-        let _ = writeln!(out, "    {lead:<16} {frame}");
+        let _ = writeln!(out, "    {lead:<16} {}", short_frame(frame));
     }
     if frames.len() > SITE_FRAMES {
         let _ = writeln!(
@@ -235,6 +236,7 @@ pub fn render(r: &Report, color: bool) -> String {
     let mut out = String::new();
     header(r, &mut out, color);
     super::findings_text::findings(r, &mut out);
+    super::waits_text::waits(r, &mut out);
     super::locks_text::locks(r, &mut out);
     super::sched_text::offcpu(r, &mut out);
     super::sched_text::wakeups(r, &mut out);

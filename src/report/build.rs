@@ -28,6 +28,7 @@ pub struct Inputs {
     pub threads: Vec<ThreadUsage>,
     pub sites: Vec<SampledSite>,
     pub locks: Vec<LockReport>,
+    pub waits: Vec<WaitSite>,
     pub offcpu: Vec<OffCpuThread>,
     pub wakeups: Vec<WakeupReport>,
     pub blockers: Vec<Blocker>,
@@ -38,6 +39,8 @@ pub struct Inputs {
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
+    /// CPUs the target may use.
+    pub cpus: u32,
 }
 
 fn per_s(count: u64, duration_ns: u64) -> f64 {
@@ -183,6 +186,8 @@ pub fn build(inp: Inputs) -> Report {
         syscalls: calls,
         syscall_errors: errors,
         syscalls_per_s: per_s(calls, d),
+        cpus: inp.cpus,
+        cpus_used: per_s(user_ns + sys_ns, d) / 1e9,
     };
 
     let threads = inp
@@ -220,6 +225,7 @@ pub fn build(inp: Inputs) -> Report {
         threads,
         syscalls,
         locks: inp.locks,
+        waits: inp.waits,
         offcpu: inp.offcpu,
         wakeups: inp.wakeups,
         blockers: inp.blockers,
@@ -271,6 +277,7 @@ pub(crate) mod tests {
             kind,
             contention: kind.is_contention(),
             symbol: Some(symbol.into()),
+            role: None,
             address: Some("0x5000".into()),
             mapping: Some("app".into()),
             pids: vec![100],
@@ -390,6 +397,62 @@ pub(crate) mod tests {
                 peak_rss_bytes: 2,
                 kernel: "k".into(),
             },
+            waits: vec![sample_wait_site()],
+            cpus: 2,
+        }
+    }
+
+    pub(crate) fn sample_wait_site() -> WaitSite {
+        WaitSite {
+            function: "Cache::lookup(std::string const&)".into(),
+            via: vec!["port::Mutex::Lock()".into()],
+            class: WaitClass::Contention,
+            evidence: vec![
+                "80% of the woken waiting was ended by threads that wait here too: they take turns"
+                    .into(),
+            ],
+            waits: 1_000,
+            futile: 4_000,
+            timed_out: 0,
+            woken: 1_000,
+            interrupted: 0,
+            wait_ns: 400_000_000,
+            waiting_threads: 0.2,
+            waiters: 3,
+            processes: 1,
+            waiter_cpu_share: 0.6,
+            syscalls: [("futex".to_string(), 400_000_000)].into(),
+            lock_words: 1,
+            turns_share: 0.8,
+            releases: vec![Release {
+                mechanism: "futex".into(),
+                site: Some("Cache::release(int)".into()),
+                from_waiters: true,
+                in_target: true,
+                wakers: 3,
+                count: 800,
+                wait_ns: 320_000_000,
+                stacks: vec![CountedStack {
+                    frames: vec![
+                        "port::Mutex::Unlock() (port.cc:20)".into(),
+                        "Cache::release(int) (cache.cc:40)".into(),
+                    ],
+                    count: 800,
+                    samples: 80,
+                    estimated: true,
+                }],
+            }],
+            stacks: vec![TimedStack {
+                frames: vec![
+                    "__lll_lock_wait (lowlevellock.c:49)".into(),
+                    "port::Mutex::Lock() (port.cc:10)".into(),
+                    "Cache::lookup(std::string const&) (cache.cc:30)".into(),
+                ],
+                ns: 400_000_000,
+                samples: 100,
+                estimated: true,
+            }],
+            estimated: true,
         }
     }
 

@@ -61,7 +61,13 @@ pub struct Report {
     /// Locks (futex words and SysV semaphores), contention first, ranked by
     /// the time they cost; then what threads waited on for work.
     pub locks: Vec<LockReport>,
-    /// Time each thread spent off CPU, by reason, most first.
+    /// Where the target's threads wait, grouped by the program's own code
+    /// they wait in, over all threads and processes, each classified from
+    /// the run's evidence (contention first, by time).
+    #[serde(default)]
+    pub waits: Vec<WaitSite>,
+    /// Time each thread spent off CPU, by reason; the threads that wanted
+    /// to run and could not (run queue, contention) first.
     pub offcpu: Vec<OffCpuThread>,
     /// Who ended whose sleep, and how: the wake-up graph, most wait ended
     /// first.
@@ -97,6 +103,12 @@ pub struct Summary {
     pub syscalls: u64,
     pub syscall_errors: u64,
     pub syscalls_per_s: f64,
+    /// CPUs the target may run on (its affinity at the start).
+    #[serde(default)]
+    pub cpus: u32,
+    /// CPU time used per wall second, all threads: how many CPUs it kept busy.
+    #[serde(default)]
+    pub cpus_used: f64,
 }
 
 /// A problem recognised in the figures, with the remedy.
@@ -241,6 +253,10 @@ pub struct LockReport {
     pub contention: bool,
     /// The variable the lock lives in (`g_lock`, `g_table+0x10`), if named.
     pub symbol: Option<String>,
+    /// The program's function that waits on it (from its waiters' stacks):
+    /// what names a lock on the heap or the stack.
+    #[serde(default)]
+    pub role: Option<String>,
     /// Its address (hex) in the process (for a shared futex, the offset in
     /// the shared memory); null for a SysV semaphore.
     pub address: Option<String>,
@@ -294,13 +310,17 @@ impl LockReport {
     /// `mutex g_lock`: its kind, then its symbol, else its SysV id, else
     /// its address.
     pub fn display_name(&self) -> String {
-        let what = match (&self.symbol, &self.address, self.semid) {
-            (Some(s), _, _) => s.clone(),
-            (None, _, Some(id)) => format!("semid {id}, sem {}", self.semnum.unwrap_or(0)),
-            (None, Some(a), None) => a.clone(),
-            (None, None, None) => "(unnamed)".into(),
-        };
-        format!("{} {what}", self.kind.name())
+        let kind = self.kind.name();
+        let memory = self.mapping.as_deref().unwrap_or("?");
+        match (&self.symbol, &self.address, self.semid, &self.role) {
+            (Some(s), _, _, _) => format!("{kind} {s}"),
+            (None, _, Some(id), _) => {
+                format!("{kind} semid {id}, sem {}", self.semnum.unwrap_or(0))
+            }
+            (None, _, None, Some(role)) => format!("{kind} in {role} ({memory})"),
+            (None, Some(a), None, None) => format!("{kind} {a}"),
+            (None, None, None, None) => format!("{kind} (unnamed)"),
+        }
     }
 }
 
@@ -316,6 +336,101 @@ pub struct LockStack {
     pub samples: u64,
     /// True when `count` and `wait_ns` are estimated from weighted samples.
     pub estimated: bool,
+}
+
+/// What a wait site's threads wait for, decided from the run's evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitClass {
+    /// Threads that have work queue for something one of theirs holds.
+    Contention,
+    /// Idle threads waiting to be handed work (a pool, a consumer).
+    WaitingForWork,
+    /// Waiting for I/O, a client, a peer process or a child.
+    IoOrPeer,
+    /// Sleeping on purpose (a timer, a sleep call).
+    Timer,
+    /// Threads parked once until the run's start or end (joins, start-up).
+    StartupTeardown,
+}
+
+impl WaitClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitClass::Contention => "contention",
+            WaitClass::WaitingForWork => "waiting for work",
+            WaitClass::IoOrPeer => "I/O or peer",
+            WaitClass::Timer => "timer",
+            WaitClass::StartupTeardown => "start-up/teardown",
+        }
+    }
+}
+
+/// One place in the program's own code where its threads wait.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WaitSite {
+    /// The program's function the threads wait in: the first frame above
+    /// the runtime's wait primitives and the program's own wait wrappers.
+    pub function: String,
+    /// Those wrappers, innermost first (`PGSemaphoreLock`, `Mutex::Lock`).
+    pub via: Vec<String>,
+    pub class: WaitClass,
+    /// The evidence that decided the class, in words with figures.
+    pub evidence: Vec<String>,
+    /// Sleeps (estimated from samples scaled to the exact per-thread counts).
+    pub waits: u64,
+    /// Wait calls that returned at once because the lock word had changed
+    /// (EAGAIN): contention that cost a syscall but no sleep.
+    pub futile: u64,
+    /// Sleeps that ended by timing out, by a wake-up, by a signal.
+    pub timed_out: u64,
+    pub woken: u64,
+    pub interrupted: u64,
+    /// Time asleep here.
+    pub wait_ns: u64,
+    /// Threads asleep here on average over the run.
+    pub waiting_threads: f64,
+    /// Distinct threads (and processes) that slept here.
+    pub waiters: u32,
+    pub processes: u32,
+    /// The waiters' CPU time over their time in the run: whether they have
+    /// work between waits (busy) or idle.
+    pub waiter_cpu_share: f64,
+    /// Time asleep by syscall.
+    pub syscalls: BTreeMap<String, u64>,
+    /// Distinct futex words or semaphores waited on (one per waiter for a
+    /// per-thread parker or a semaphore per process).
+    pub lock_words: u32,
+    /// Share of the woken waiting ended by threads that themselves wait
+    /// here: threads taking turns at one thing.
+    pub turns_share: f64,
+    /// Who ended the waits, and how, most waiting ended first.
+    pub releases: Vec<Release>,
+    /// Where the threads waited, most time first.
+    pub stacks: Vec<TimedStack>,
+    /// Figures estimated from samples.
+    pub estimated: bool,
+}
+
+/// The release side of a wait site: what ended its sleeps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Release {
+    /// futex, signal, write (pipe, socket, eventfd), sysv semaphore, exit,
+    /// kernel (timer, interrupt), another process, ...
+    pub mechanism: String,
+    /// The wakers' own function, when their stacks were sampled.
+    pub site: Option<String>,
+    /// The wakers also wait at this site.
+    pub from_waiters: bool,
+    /// The wakers are part of the target.
+    pub in_target: bool,
+    /// Distinct waking threads.
+    pub wakers: u32,
+    /// Sleeps ended, and their time.
+    pub count: u64,
+    pub wait_ns: u64,
+    /// The wakers' stacks where they woke them, most first.
+    pub stacks: Vec<CountedStack>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -343,6 +458,10 @@ pub struct OffCpuThread {
     pub pid: u32,
     pub comm: String,
     pub total_ns: u64,
+    /// Of it, time it wanted to run and could not: on a run queue, or
+    /// waiting in contention.
+    #[serde(default)]
+    pub wanted_ns: u64,
     /// Most time first.
     pub reasons: Vec<OffCpuReasonReport>,
 }

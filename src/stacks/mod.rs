@@ -2,6 +2,7 @@
 //! naming the frames afterwards.
 
 pub mod elf;
+pub mod frame;
 pub mod kallsyms;
 pub mod maps;
 pub mod symbolize;

@@ -43,7 +43,50 @@ pub fn frame_string(name: &str, code: Option<&CodeInfo<'_>>, module: &str) -> St
     }
 }
 
+/// Libraries whose frames are the runtime's wait and lock machinery (libc,
+/// the C++ runtime, the loader), not the program's own code: a wait site is
+/// the first frame past them.
+const RUNTIME_LIBRARIES: &[&str] = &[
+    "libc.so",
+    "libpthread.so",
+    "libstdc++.so",
+    "libc++.so",
+    "libc++abi.so",
+    "libgcc_s.so",
+    "ld-linux",
+    "libm.so",
+    "librt.so",
+    "libdl.so",
+    "libatomic.so",
+];
+
+/// Whether the file at `path` is one of the runtime libraries.
+pub fn is_runtime_library(path: &str) -> bool {
+    let name = file_name(path);
+    RUNTIME_LIBRARIES.iter().any(|r| name.starts_with(r))
+}
+
 impl Symbols {
+    /// How many of a stack's strings (as `stack` gives them) come from its
+    /// innermost frames in runtime libraries or the vDSO.
+    pub fn runtime_prefix(&self, modules: &ModuleTable, frames: &[FrameLoc]) -> usize {
+        let mut n = 0;
+        for f in frames {
+            let runtime = match f {
+                FrameLoc::InModule { module, .. } => modules
+                    .paths
+                    .get(*module)
+                    .is_some_and(|p| is_runtime_library(p)),
+                FrameLoc::Unmapped { mapping, .. } => mapping.as_deref() == Some("[vdso]"),
+            };
+            if !runtime {
+                break;
+            }
+            n += self.names.get(f).map_or(1, Vec::len);
+        }
+        n
+    }
+
     pub fn resolve<'a>(
         modules: &ModuleTable,
         locs: impl IntoIterator<Item = &'a FrameLoc>,

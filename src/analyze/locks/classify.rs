@@ -107,10 +107,7 @@ const EVIDENCE: &[(LockKind, &[&str])] = &[
     ),
 ];
 
-/// The function name of a symbolized frame (`name (file:line)`).
-fn function(frame: &str) -> &str {
-    frame.split(" (").next().unwrap_or(frame)
-}
+use crate::stacks::frame::function;
 
 /// The kind a stack shows, from its innermost library frame that says: a
 /// mutex re-taken inside pthread_cond_wait is a mutex wait.

@@ -2,7 +2,14 @@
 //! stacks and lock names become the report's `locks[]`.
 //!
 //! Futex words of one object (a condvar's two sequence words, a rwlock's
-//! reader and writer words) are one lock when their variable is known.
+//! reader and writer words) are one lock when their variable is known; a
+//! large variable holding several pthread objects (a runtime's state struct
+//! with a mutex and a condvar) is split into them by the kind each word's
+//! stacks show and by their distance.
+//!
+//! Whether waiting on a lock is contention comes from the wait sites (who
+//! ends the waits, how they end, whether the waiters have work), not from
+//! its kind; the kind is the fallback for a lock no sampled sleep explains.
 
 pub mod classify;
 pub mod name;
@@ -11,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::analyze::aggregate::estimate_sites;
 use crate::model::{LockCounters, LockKey};
-use crate::report::{LockReport, LockStack};
+use crate::report::{LockReport, LockStack, WaitClass};
 use classify::{LockKind, classify};
 use name::LockName;
 
@@ -32,6 +39,19 @@ pub struct LockSite {
     pub samples: u64,
     /// Processes the samples came from.
     pub pids: BTreeSet<u32>,
+    /// Leading strings of `frames` in runtime libraries.
+    pub runtime: usize,
+    /// Of `weight`: waits that returned at once (EAGAIN).
+    pub futile: u64,
+}
+
+/// Bytes within which futex words of one variable and one kind are one
+/// pthread object (a condvar is 48 bytes, a rwlock 56).
+const OBJECT_SPAN: u64 = 0x38;
+
+/// Whether a kind's object has several futex words.
+fn multi_word(kind: LockKind) -> bool {
+    matches!(kind, LockKind::Condvar | LockKind::Rwlock)
 }
 
 #[derive(Default)]
@@ -84,22 +104,92 @@ fn stacks(sites: &[&LockSite], total: u64, total_ns: Option<u64>) -> Vec<LockSta
     out
 }
 
-/// The lock reports, and the kind each lock key was found to be.
+/// Each key's kind from its own sampled stacks.
+fn key_kinds(locks: &[(LockKey, LockCounters)], sites: &[LockSite]) -> HashMap<LockKey, LockKind> {
+    let mut by_key: HashMap<&LockKey, Vec<&LockSite>> = HashMap::new();
+    for s in sites {
+        by_key.entry(&s.key).or_default().push(s);
+    }
+    locks
+        .iter()
+        .map(|(key, c)| {
+            let mine = by_key.get(key).map_or(&[][..], Vec::as_slice);
+            let kind = classify(
+                matches!(key, LockKey::SysV { .. }),
+                c.pi > 0,
+                mine.iter()
+                    .filter(|s| s.wait)
+                    .map(|s| (&s.frames[..], s.weight)),
+                mine.iter()
+                    .filter(|s| !s.wait)
+                    .map(|s| (&s.frames[..], s.weight)),
+            );
+            (*key, kind)
+        })
+        .collect()
+}
+
+/// The report's identity of each key: one per pthread object, so words of
+/// one object share it and objects of one variable do not.
+fn group_ids(
+    locks: &[(LockKey, LockCounters)],
+    names: &HashMap<LockKey, LockName>,
+    kinds: &HashMap<LockKey, LockKind>,
+) -> HashMap<LockKey, String> {
+    let mut by_object: BTreeMap<String, Vec<(u64, LockKey)>> = BTreeMap::new();
+    let mut out = HashMap::new();
+    for (key, _) in locks {
+        match names.get(key).and_then(LockName::object) {
+            Some(obj) => by_object
+                .entry(obj)
+                .or_default()
+                .push((names[key].address.unwrap_or(0), *key)),
+            None => {
+                out.insert(*key, format!("{key:?}"));
+            }
+        }
+    }
+    for (obj, mut keys) in by_object {
+        keys.sort();
+        // A word whose own stacks say nothing (Unknown) goes with the
+        // object next to it.
+        let mut anchor: Option<(u64, LockKind)> = None;
+        for (addr, key) in keys {
+            let kind = kinds[&key];
+            let joins = anchor.is_some_and(|(a, k)| {
+                let same = k == kind || kind == LockKind::Unknown || k == LockKind::Unknown;
+                same && (multi_word(k) || multi_word(kind)) && addr.saturating_sub(a) < OBJECT_SPAN
+            });
+            if !joins {
+                anchor = Some((addr, kind));
+            } else if let Some((a, LockKind::Unknown)) = anchor {
+                anchor = Some((a, kind));
+            }
+            let (a, _) = anchor.expect("set above");
+            out.insert(key, format!("{obj}:{a:#x}"));
+        }
+    }
+    out
+}
+
+/// The lock reports, and for each lock key whether waiting on it is
+/// contention (from `lock_class`, the wait sites' verdict; else its kind).
 pub fn build(
     locks: &[(LockKey, LockCounters)],
     waiters: &[(LockKey, u32, u64)],
     sites: &[LockSite],
     names: &HashMap<LockKey, LockName>,
+    lock_class: &HashMap<LockKey, WaitClass>,
     duration_ns: u64,
-) -> (Vec<LockReport>, HashMap<LockKey, LockKind>) {
-    let mut kinds = HashMap::new();
+) -> (Vec<LockReport>, HashMap<LockKey, bool>) {
+    let key_kinds = key_kinds(locks, sites);
+    let ids = group_ids(locks, names, &key_kinds);
+    let mut contended = HashMap::new();
     let mut groups: BTreeMap<String, Group<'_>> = BTreeMap::new();
     let mut group_of: HashMap<&LockKey, String> = HashMap::new();
     for (key, counters) in locks {
         let name = names.get(key);
-        let id = name
-            .and_then(LockName::object)
-            .unwrap_or_else(|| format!("{key:?}"));
+        let id = ids[key].clone();
         let g = groups.entry(id.clone()).or_default();
         g.keys.push(key);
         g.counters.merge(counters);
@@ -139,27 +229,64 @@ pub fn build(
                 waiter_stacks.iter().map(|s| (&s.frames[..], s.count)),
                 waker_stacks.iter().map(|s| (&s.frames[..], s.count)),
             );
-            let name = g.name.cloned().unwrap_or_default();
-            // Several words of one variable: named by the variable itself.
+            // The group's name is its lowest word's.
+            let name = g
+                .keys
+                .iter()
+                .filter_map(|k| names.get(*k))
+                .min_by_key(|n| n.address)
+                .cloned()
+                .unwrap_or_default();
+            // Several words of one object at the start of its variable:
+            // named by the variable itself.
             let (symbol, address) = match (&name.variable, g.keys.len()) {
-                (Some((var, at)), n) if n > 1 => (Some(var.clone()), Some(*at)),
+                (Some((var, at)), n)
+                    if n > 1 && name.address.unwrap_or(0).saturating_sub(*at) < OBJECT_SPAN =>
+                {
+                    (Some(var.clone()), Some(*at))
+                }
                 _ => (name.symbol.clone(), name.address),
             };
+            // Its role: the program's function that waits on it.
+            let role = w
+                .iter()
+                .max_by_key(|s| s.weight)
+                .map(|s| {
+                    crate::analyze::waits::site_of(
+                        &s.frames,
+                        s.runtime,
+                        crate::analyze::waits::WAIT_WORDS,
+                    )
+                    .0
+                })
+                .map(|f| crate::stacks::frame::short_function(&f));
+            // Contention from the wait sites where they saw its waits.
+            let classes: Vec<WaitClass> = g
+                .keys
+                .iter()
+                .filter_map(|k| lock_class.get(*k).copied())
+                .collect();
+            let contention = if classes.is_empty() {
+                kind.is_contention()
+            } else {
+                classes.contains(&WaitClass::Contention)
+            };
+            for key in &g.keys {
+                contended.insert(**key, contention);
+            }
             let (semid, semnum) = match *g.keys[0] {
                 LockKey::SysV { semid, semnum } => (Some(semid), Some(semnum)),
                 _ => (None, None),
             };
-            for key in &g.keys {
-                kinds.insert(**key, kind);
-            }
             let mut hist = c.hist_log2_ns.clone();
             while hist.last() == Some(&0) {
                 hist.pop();
             }
             LockReport {
                 kind,
-                contention: kind.is_contention(),
+                contention,
                 symbol,
+                role,
                 address: address.map(|a| format!("{a:#x}")),
                 mapping: name.mapping,
                 pids: g.pids.iter().copied().collect(),
@@ -191,7 +318,7 @@ pub fn build(
             .then((b.wait_ns + b.cpu_ns).cmp(&(a.wait_ns + a.cpu_ns)))
             .then(a.address.cmp(&b.address))
     });
-    (out, kinds)
+    (out, contended)
 }
 
 #[cfg(test)]
@@ -219,6 +346,8 @@ mod tests {
             weighted_ns: ns,
             samples: 1,
             pids: [7].into(),
+            runtime: 0,
+            futile: 0,
         }
     }
 
@@ -270,10 +399,18 @@ mod tests {
             site(hot, true, "__lll_lock_wait (y)", 25, 100),
             site(hot, false, "__lll_lock_wake (x)", 100, 50),
         ];
-        let (out, kinds) = build(&locks, &waiters, &sites, &names, 1_000_000_000);
+        let (out, contended) = build(
+            &locks,
+            &waiters,
+            &sites,
+            &names,
+            &HashMap::new(),
+            1_000_000_000,
+        );
+        // No wait site said otherwise: by kind.
         assert_eq!(
-            (kinds[&w0], kinds[&w1], kinds[&hot]),
-            (LockKind::Condvar, LockKind::Condvar, LockKind::Mutex)
+            (contended[&w0], contended[&w1], contended[&hot]),
+            (false, false, true)
         );
         assert_eq!(out.len(), 2);
         // The mutex costs less time than the condvar sleeps, yet comes first.
@@ -318,7 +455,14 @@ mod tests {
             semid: 42,
             semnum: 1,
         };
-        let (out, _) = build(&[(key, counters(5, 100, 5))], &[], &[], &HashMap::new(), 1);
+        let (out, _) = build(
+            &[(key, counters(5, 100, 5))],
+            &[],
+            &[],
+            &HashMap::new(),
+            &HashMap::new(),
+            1,
+        );
         assert_eq!(
             (
                 out[0].kind,
@@ -328,5 +472,67 @@ mod tests {
             ),
             (LockKind::SysvSem, Some(42), Some(1), None)
         );
+    }
+
+    /// Issue #10: a runtime's state struct with a condvar and a mutex is two
+    /// locks; the wait sites decide that the condvar is contention; a heap
+    /// mutex is named by the function that takes it.
+    #[test]
+    fn a_variables_objects_are_split_and_a_heap_lock_is_named_by_its_role() {
+        let key = |addr| LockKey::Private { pid: 7, addr };
+        let (c0, c1, m, heap) = (key(0x1028), key(0x102c), key(0x1048), key(0x9000));
+        let name = |addr: u64| LockName {
+            symbol: Some(format!("_PyRuntime+{:#x}", addr - 0x1000)),
+            variable: Some(("_PyRuntime".into(), 0x1000)),
+            address: Some(addr),
+            mapping: Some("python3".into()),
+            pid: Some(7),
+        };
+        let mut names: HashMap<LockKey, LockName> =
+            [(c0, name(0x1028)), (c1, name(0x102c)), (m, name(0x1048))].into();
+        names.insert(
+            heap,
+            LockName {
+                address: Some(0x9000),
+                mapping: Some("[heap]".into()),
+                pid: Some(7),
+                ..Default::default()
+            },
+        );
+        let locks = [
+            (c0, counters(10, 1_000, 5)),
+            (c1, counters(10, 1_000, 5)),
+            (m, counters(10, 1_000, 5)),
+            (heap, counters(10, 1_000, 5)),
+        ];
+        let mut sites = vec![
+            site(c0, true, "___pthread_cond_timedwait (x)", 10, 1_000),
+            site(m, true, "__lll_lock_wait (x)", 10, 1_000),
+        ];
+        let mut lookup = site(heap, true, "__lll_lock_wait (lowlevellock.c:49)", 10, 1_000);
+        lookup
+            .frames
+            .push("Cache::lookup(std::string const&) (cache.cc:10)".into());
+        lookup.runtime = 1;
+        sites.push(lookup);
+        let classes: HashMap<LockKey, WaitClass> = [(c0, WaitClass::Contention)].into();
+        let (out, contended) = build(&locks, &[], &sites, &names, &classes, 1_000_000_000);
+        assert_eq!(out.len(), 3, "{out:?}");
+        let cond = out.iter().find(|l| l.kind == LockKind::Condvar).unwrap();
+        assert_eq!(
+            (cond.symbol.as_deref(), cond.waits, cond.contention),
+            (Some("_PyRuntime"), 20, true)
+        );
+        assert!(contended[&c1]);
+        let mutex = out
+            .iter()
+            .find(|l| l.symbol.as_deref() == Some("_PyRuntime+0x48"))
+            .unwrap();
+        assert_eq!((mutex.kind, mutex.waits), (LockKind::Mutex, 10));
+        let h = out
+            .iter()
+            .find(|l| l.mapping.as_deref() == Some("[heap]"))
+            .unwrap();
+        assert_eq!(h.display_name(), "mutex in Cache::lookup ([heap])");
     }
 }

@@ -1,0 +1,695 @@
+//! Wait sites: every blocking wait of the target attributed to the place in
+//! the program's own code where it waits, over all its threads and
+//! processes, and classified from what the run shows rather than from the
+//! primitive used.
+//!
+//! Why by code and not by futex word: a lock whose words are one per waiter
+//! (a semaphore per process, a per-thread parker, a latch woken by a
+//! signal) spreads over as many words as it has waiters, and a global
+//! interpreter lock built from a mutex and a condition variable over two;
+//! the code that waits is the same for all of them.
+//!
+//! Why by evidence: a condition variable can be a lock (threads with work
+//! queue on it and hand it to each other) and a mutex can park an idle pool.
+//! What tells them apart is who ends the waits (the waiters themselves,
+//! taking turns; another thread of the target; another process; the
+//! kernel), how the waits end (woken, timed out and retried, futile), and
+//! whether the waiters have work between waits.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::aggregate::ThreadUsage;
+use crate::model::{LockKey, OffCpuCounters, OffReason, Waker};
+use crate::names::syscall_name;
+use crate::report::{CountedStack, Release, TimedStack, WaitClass, WaitSite};
+use crate::stacks::frame::{function, short_function, words};
+use crate::tally::{SleepKey, SleepTally};
+
+/// Stacks kept per site and per release.
+const MAX_STACKS: usize = 8;
+/// Sites kept in the report (most time first).
+const MAX_SITES: usize = 200;
+/// Own frames looked at for the site, past the runtime's.
+const MAX_WRAPPERS: usize = 6;
+
+/// Words of a function name that make it a wait or lock wrapper of the
+/// program's own (`PGSemaphoreLock`, `Mutex::Lock`, `WaitLatch`,
+/// `LWLockAcquire`): the site is the function that called it.
+pub const WAIT_WORDS: &[&str] = &[
+    "wait",
+    "waits",
+    "timedwait",
+    "lock",
+    "trylock",
+    "locked",
+    "mutex",
+    "latch",
+    "sem",
+    "semaphore",
+    "futex",
+    "park",
+    "cond",
+    "condvar",
+    "acquire",
+    "parker",
+];
+/// The same on the release side (`Mutex::Unlock`, `SetLatch`, `sem_post`).
+pub const WAKE_WORDS: &[&str] = &[
+    "wake",
+    "wakeup",
+    "unlock",
+    "post",
+    "signal",
+    "notify",
+    "broadcast",
+    "unpark",
+    "latch",
+    "sem",
+    "semaphore",
+    "futex",
+    "mutex",
+    "cond",
+    "condvar",
+    "kill",
+];
+
+/// Class thresholds, each documented where it is used.
+/// Waits that returned at once, as a share of all waits here, above which
+/// the site is a contended lock word.
+pub const MIN_FUTILE_SHARE: f64 = 0.2;
+/// ... and their rate, so a few races make no contention.
+pub const MIN_FUTILE_PER_S: f64 = 100.0;
+/// Share of the woken waiting ended by the waiters themselves: taking turns.
+pub const MIN_TURNS_SHARE: f64 = 0.5;
+/// Share of sleeps that time out, above which waits that retry are polls
+/// for something (a lock handed over with a timed wait, as a GIL does).
+pub const MIN_TIMEOUT_SHARE: f64 = 0.5;
+/// The waiters' CPU time over their time in the run, above which they have
+/// work between waits.
+pub const MIN_BUSY_SHARE: f64 = 0.05;
+/// Sleeps per waiter at or under which a site only parks threads once
+/// (start-up, teardown, a join).
+pub const MAX_PARKED_WAITS: f64 = 2.0;
+/// ... provided they sleep there at least this share of the run.
+pub const MIN_PARKED_SHARE: f64 = 0.2;
+
+/// A sampled sleep and where it was.
+#[derive(Clone, Debug)]
+pub struct SleepSample {
+    pub key: SleepKey,
+    pub frames: Vec<String>,
+    /// Leading strings of `frames` in runtime libraries.
+    pub runtime: usize,
+    pub tally: SleepTally,
+}
+
+/// Sampled wait calls on a lock from one stack (futile ones included).
+#[derive(Clone, Debug)]
+pub struct LockWaitSample {
+    pub key: LockKey,
+    pub frames: Vec<String>,
+    pub runtime: usize,
+    pub weight: u64,
+    pub futile: u64,
+}
+
+/// A sampled wake-up: the waker's stack.
+#[derive(Clone, Debug)]
+pub struct WakeSample {
+    pub waker_tid: u32,
+    pub woken_tid: u32,
+    pub frames: Vec<String>,
+    pub runtime: usize,
+    pub weight: u64,
+}
+
+pub struct Inputs<'a> {
+    pub sleeps: &'a [SleepSample],
+    pub lock_waits: &'a [LockWaitSample],
+    pub wakes: &'a [WakeSample],
+    /// Exact off-CPU counters (to scale the samples to).
+    pub offcpu: &'a [OffCpuCounters],
+    /// Exact futile waits per lock.
+    pub futile: &'a HashMap<LockKey, u64>,
+    pub threads: &'a [ThreadUsage],
+    /// Thread names, also of wakers outside the target.
+    pub comms: &'a HashMap<u32, String>,
+    pub duration_ns: u64,
+}
+
+/// The site a stack waits at: (function, wrappers innermost first), from
+/// the first own frame past the runtime's; wrappers are own frames whose
+/// name has one of `wrapper_words`.
+pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (String, Vec<String>) {
+    let own: Vec<&str> = frames.iter().skip(runtime).map(|f| function(f)).collect();
+    if own.is_empty() {
+        // All runtime: name it by the outermost runtime frame.
+        let name = frames.last().map_or("[no stack]", |f| function(f));
+        return (name.to_string(), vec![]);
+    }
+    let mut via = vec![];
+    for f in own.iter().take(MAX_WRAPPERS) {
+        let wrapper = words(f).iter().any(|w| wrapper_words.contains(&w.as_str()));
+        if !wrapper {
+            return (f.to_string(), via);
+        }
+        via.push(f.to_string());
+    }
+    // Nothing but wrappers: the outermost seen is the site.
+    let site = via.pop().unwrap_or_default();
+    (site, via)
+}
+
+/// How a sleep ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Woken,
+    TimedOut,
+    Interrupted,
+}
+
+fn outcome(syscall: &str, ret: i32) -> Outcome {
+    match (syscall, ret) {
+        (_, r) if r == -libc::ETIMEDOUT => Outcome::TimedOut,
+        (_, r) if r == -libc::EINTR || r == -libc::ERESTART => Outcome::Interrupted,
+        (
+            "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait"
+            | "epoll_pwait2",
+            0,
+        ) => Outcome::TimedOut,
+        ("rt_sigtimedwait", r) if r == -libc::EAGAIN => Outcome::TimedOut,
+        ("nanosleep" | "clock_nanosleep", 0) => Outcome::TimedOut,
+        _ => Outcome::Woken,
+    }
+}
+
+/// How a waker woke (its syscall), as the wake-up graph says it.
+pub fn mechanism(w: &Waker, comm: &str) -> String {
+    if w.kernel && w.nr.is_none() {
+        return "kernel (timer, interrupt or kernel thread)".into();
+    }
+    super::sched::mechanism_of(w.nr, w.kernel, w.tracked, comm)
+}
+
+#[derive(Default)]
+struct ReleaseAcc {
+    wakers: BTreeSet<u32>,
+    count: f64,
+    ns: f64,
+    in_target: bool,
+    /// Of `ns`: ended by a thread of another process.
+    other_process_ns: f64,
+    /// (waker tid, woken tid) -> sleeps of this site it ended.
+    pairs: HashMap<(u32, u32), f64>,
+}
+
+#[derive(Default)]
+struct SiteAcc {
+    via: Vec<String>,
+    ns: f64,
+    count: f64,
+    timed_out: f64,
+    woken: f64,
+    interrupted: f64,
+    futile: f64,
+    waiters: BTreeSet<u32>,
+    pids: BTreeSet<u32>,
+    syscalls: BTreeMap<String, f64>,
+    locks: BTreeSet<LockKey>,
+    stacks: BTreeMap<Vec<String>, (f64, u64)>,
+    /// mechanism -> what ended these sleeps.
+    releases: BTreeMap<String, ReleaseAcc>,
+    /// (waker tracked tid) -> woken time, for the turns share.
+    woken_by: HashMap<u32, f64>,
+    woken_ns: f64,
+    samples: u64,
+    /// Time asleep here per thread.
+    by_tid: HashMap<u32, f64>,
+}
+
+/// Per (tid, nr, lock): exact (ns, count) over sampled (ns, count).
+fn scales(inp: &Inputs<'_>) -> HashMap<(u32, u32, Option<LockKey>), (f64, f64)> {
+    let mut exact: HashMap<(u32, u32, Option<LockKey>), (u64, u64)> = HashMap::new();
+    for c in inp.offcpu {
+        if let OffReason::Syscall { nr, lock } = c.reason {
+            let e = exact.entry((c.tid, nr, lock)).or_default();
+            e.0 += c.ns;
+            e.1 += c.count;
+        }
+    }
+    let mut sampled: HashMap<(u32, u32, Option<LockKey>), (u64, u64)> = HashMap::new();
+    for s in inp.sleeps {
+        let e = sampled
+            .entry((s.key.tid, s.key.nr, s.key.lock))
+            .or_default();
+        e.0 += s.tally.ns;
+        e.1 += s.tally.count;
+    }
+    sampled
+        .into_iter()
+        .map(|(k, (ns, n))| {
+            let (ens, en) = exact.get(&k).copied().unwrap_or((ns, n));
+            let f = |e: u64, s: u64| if s == 0 { 1.0 } else { e as f64 / s as f64 };
+            (k, (f(ens, ns), f(en, n)))
+        })
+        .collect()
+}
+
+/// What the wait-site analysis hands on besides the sites.
+#[derive(Default)]
+pub struct Waits {
+    pub sites: Vec<WaitSite>,
+    /// The class each lock word's waits got (the site holding most of them).
+    pub lock_class: HashMap<LockKey, WaitClass>,
+    /// Per thread, time asleep at sites classed as contention.
+    pub contended_ns: HashMap<u32, u64>,
+}
+
+/// The wait sites, most at stake first.
+pub fn build(inp: &Inputs<'_>) -> Waits {
+    let scale = scales(inp);
+    let mut sites: BTreeMap<String, SiteAcc> = BTreeMap::new();
+    // Where each (tid, waker tid) pair's sleeps were, for the wake stacks.
+    let mut pair_sites: HashMap<(u32, u32), BTreeMap<String, f64>> = HashMap::new();
+    let mut lock_sites: HashMap<LockKey, BTreeMap<String, f64>> = HashMap::new();
+    for s in inp.sleeps {
+        let (site, via) = site_of(&s.frames, s.runtime, WAIT_WORDS);
+        let (fns, fcount) = scale
+            .get(&(s.key.tid, s.key.nr, s.key.lock))
+            .copied()
+            .unwrap_or((1.0, 1.0));
+        let ns = s.tally.ns as f64 * fns;
+        let count = s.tally.count as f64 * fcount;
+        let name = syscall_name(s.key.nr);
+        let a = sites.entry(site.clone()).or_default();
+        if a.via.is_empty() {
+            a.via = via;
+        }
+        a.ns += ns;
+        a.count += count;
+        a.samples += s.tally.samples;
+        a.waiters.insert(s.key.tid);
+        a.pids.insert(s.key.pid);
+        *a.by_tid.entry(s.key.tid).or_default() += ns;
+        *a.syscalls.entry(name.clone()).or_default() += ns;
+        if let Some(k) = s.key.lock {
+            a.locks.insert(k);
+            *lock_sites
+                .entry(k)
+                .or_default()
+                .entry(site.clone())
+                .or_default() += ns;
+        }
+        let st = a.stacks.entry(s.frames.clone()).or_default();
+        st.0 += ns;
+        st.1 += s.tally.samples;
+        match outcome(&name, s.key.ret) {
+            Outcome::TimedOut => a.timed_out += count,
+            Outcome::Interrupted => a.interrupted += count,
+            Outcome::Woken => a.woken += count,
+        }
+        let Some(w) = s.key.waker else { continue };
+        let comm = inp.comms.get(&w.tid).map_or("", String::as_str);
+        let r = a.releases.entry(mechanism(&w, comm)).or_default();
+        r.wakers.insert(w.tid);
+        r.count += count;
+        r.ns += ns;
+        r.in_target |= w.tracked;
+        if w.pid != s.key.pid {
+            r.other_process_ns += ns;
+        }
+        if w.tracked && !w.kernel {
+            *r.pairs.entry((w.tid, s.key.tid)).or_default() += count;
+            *a.woken_by.entry(w.tid).or_default() += ns;
+            *pair_sites
+                .entry((w.tid, s.key.tid))
+                .or_default()
+                .entry(site.clone())
+                .or_default() += count;
+        }
+        a.woken_ns += ns;
+    }
+    // Futile waits never sleep: they come from the lock samples, scaled to
+    // each lock's exact count.
+    let mut sampled_futile: HashMap<LockKey, u64> = HashMap::new();
+    for l in inp.lock_waits {
+        *sampled_futile.entry(l.key).or_default() += l.futile;
+    }
+    for l in inp.lock_waits.iter().filter(|l| l.futile > 0) {
+        let (site, via) = site_of(&l.frames, l.runtime, WAIT_WORDS);
+        let exact = inp.futile.get(&l.key).copied().unwrap_or(0) as f64;
+        let f = exact / sampled_futile[&l.key].max(1) as f64;
+        let a = sites.entry(site).or_insert_with(|| SiteAcc {
+            via,
+            ..Default::default()
+        });
+        a.futile += l.futile as f64 * f;
+        a.locks.insert(l.key);
+    }
+    let usage: HashMap<u32, &ThreadUsage> = inp.threads.iter().map(|t| (t.tid, t)).collect();
+    let wall = inp.duration_ns.max(1) as f64;
+    let mut contended_ns: HashMap<u32, u64> = HashMap::new();
+    let mut out: Vec<WaitSite> = sites
+        .into_iter()
+        .map(|(function, a)| {
+            let by_tid = a.by_tid.clone();
+            let site = site_report(function, a, inp, &usage, &pair_sites, wall);
+            if site.class == WaitClass::Contention {
+                for (tid, ns) in by_tid {
+                    *contended_ns.entry(tid).or_default() += ns.round() as u64;
+                }
+            }
+            site
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (b.class == WaitClass::Contention)
+            .cmp(&(a.class == WaitClass::Contention))
+            .then(b.wait_ns.cmp(&a.wait_ns))
+            .then(b.futile.cmp(&a.futile))
+            .then(a.function.cmp(&b.function))
+    });
+    let class_of: HashMap<&str, WaitClass> =
+        out.iter().map(|s| (s.function.as_str(), s.class)).collect();
+    let lock_class = lock_sites
+        .into_iter()
+        .filter_map(|(k, by)| {
+            let top = by.iter().max_by(|a, b| a.1.total_cmp(b.1))?;
+            Some((k, *class_of.get(top.0.as_str())?))
+        })
+        .collect();
+    out.truncate(MAX_SITES);
+    Waits {
+        sites: out,
+        lock_class,
+        contended_ns,
+    }
+}
+
+fn site_report(
+    function: String,
+    a: SiteAcc,
+    inp: &Inputs<'_>,
+    usage: &HashMap<u32, &ThreadUsage>,
+    pair_sites: &HashMap<(u32, u32), BTreeMap<String, f64>>,
+    wall: f64,
+) -> WaitSite {
+    // The waiters' CPU over their time in the run (a thread's time is the
+    // run's, or less for one that came late or left early: its CPU plus its
+    // time off CPU is a fair bound).
+    let mut cpu = 0.0;
+    for tid in &a.waiters {
+        cpu += usage
+            .get(tid)
+            .map_or(0.0, |t| (t.user_ns + t.sys_ns) as f64);
+    }
+    let waiter_cpu_share = cpu / (wall * a.waiters.len().max(1) as f64);
+    let turns_ns: f64 = a
+        .woken_by
+        .iter()
+        .filter(|(w, _)| a.waiters.contains(w))
+        .map(|(_, ns)| ns)
+        .sum();
+    let turns_share = if a.woken_ns > 0.0 {
+        turns_ns / a.woken_ns
+    } else {
+        0.0
+    };
+    let (class, evidence) = classify(&a, waiter_cpu_share, turns_share, wall);
+    let mut releases: Vec<Release> = a
+        .releases
+        .into_iter()
+        .map(|(mechanism, r)| {
+            let from_waiters = r.in_target && r.from_waiters(&a.waiters);
+            let stacks = release_stacks(&r, &function, inp, pair_sites);
+            let site = stacks
+                .first()
+                .map(|s| site_of(&s.frames, 0, WAKE_WORDS).0)
+                .filter(|s| !s.is_empty());
+            Release {
+                mechanism,
+                site,
+                from_waiters,
+                in_target: r.in_target,
+                wakers: r.wakers.len() as u32,
+                count: r.count.round() as u64,
+                wait_ns: r.ns.round() as u64,
+                stacks,
+            }
+        })
+        .collect();
+    releases.sort_by(|a, b| {
+        b.wait_ns
+            .cmp(&a.wait_ns)
+            .then(a.mechanism.cmp(&b.mechanism))
+    });
+    let mut stacks: Vec<TimedStack> = a
+        .stacks
+        .into_iter()
+        .map(|(frames, (ns, samples))| TimedStack {
+            frames,
+            ns: ns.round() as u64,
+            samples,
+            estimated: true,
+        })
+        .collect();
+    stacks.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.frames.cmp(&b.frames)));
+    stacks.truncate(MAX_STACKS);
+    WaitSite {
+        function,
+        via: a.via,
+        class,
+        evidence,
+        waits: a.count.round() as u64,
+        futile: a.futile.round() as u64,
+        timed_out: a.timed_out.round() as u64,
+        woken: a.woken.round() as u64,
+        interrupted: a.interrupted.round() as u64,
+        wait_ns: a.ns.round() as u64,
+        waiting_threads: a.ns / wall,
+        waiters: a.waiters.len() as u32,
+        processes: a.pids.len() as u32,
+        waiter_cpu_share,
+        syscalls: a
+            .syscalls
+            .into_iter()
+            .map(|(k, v)| (k, v.round() as u64))
+            .collect(),
+        lock_words: a.locks.len() as u32,
+        turns_share,
+        releases,
+        stacks,
+        estimated: true,
+    }
+}
+
+/// The wakers' stacks that ended this site's sleeps: each (waker, woken)
+/// pair's sampled stacks, in the share of that pair's sleeps that were here.
+fn release_stacks(
+    r: &ReleaseAcc,
+    site: &str,
+    inp: &Inputs<'_>,
+    pair_sites: &HashMap<(u32, u32), BTreeMap<String, f64>>,
+) -> Vec<CountedStack> {
+    let mut by: BTreeMap<Vec<String>, (f64, u64)> = BTreeMap::new();
+    for w in inp.wakes {
+        let pair = (w.waker_tid, w.woken_tid);
+        if !r.pairs.contains_key(&pair) {
+            continue;
+        }
+        let Some(all) = pair_sites.get(&pair) else {
+            continue;
+        };
+        let total: f64 = all.values().sum();
+        let here = all.get(site).copied().unwrap_or(0.0);
+        if total <= 0.0 || here <= 0.0 {
+            continue;
+        }
+        let own: Vec<String> = w.frames.iter().skip(w.runtime).cloned().collect();
+        let frames = if own.is_empty() {
+            w.frames.clone()
+        } else {
+            own
+        };
+        let e = by.entry(frames).or_default();
+        e.0 += w.weight as f64 * here / total;
+        e.1 += 1;
+    }
+    let mut out: Vec<CountedStack> = by
+        .into_iter()
+        .map(|(frames, (count, samples))| CountedStack {
+            frames,
+            count: count.round() as u64,
+            samples,
+            estimated: true,
+        })
+        .collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.frames.cmp(&b.frames)));
+    out.truncate(MAX_STACKS);
+    out
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// The class of a site and the evidence that decided it, in the order the
+/// tests run: the first that holds wins.
+fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<String>) {
+    let waits = a.count.max(1.0);
+    let waiters = a.waiters.len().max(1) as f64;
+    let per_waiter = a.count / waiters;
+    let busy_ev = format!("the waiters run {} of their time between waits", pct(busy));
+    let all_sleep = a
+        .syscalls
+        .keys()
+        .all(|s| matches!(s.as_str(), "nanosleep" | "clock_nanosleep" | "pause"));
+    if all_sleep && !a.syscalls.is_empty() && a.futile == 0.0 {
+        return (
+            WaitClass::Timer,
+            vec!["the threads sleep here on purpose (nanosleep, pause)".into()],
+        );
+    }
+    let futile_share = a.futile / (a.futile + a.count).max(1.0);
+    let futile_rate = a.futile * 1e9 / wall;
+    if futile_share >= MIN_FUTILE_SHARE && futile_rate >= MIN_FUTILE_PER_S {
+        return (
+            WaitClass::Contention,
+            vec![format!(
+                "{} of the waits returned at once ({:.0}/s): the lock word changed under them, \
+                 so several threads were taking it",
+                pct(futile_share),
+                futile_rate
+            )],
+        );
+    }
+    let woken_by_others: f64 = a.woken_ns;
+    if turns >= MIN_TURNS_SHARE && busy >= MIN_BUSY_SHARE && a.waiters.len() >= 2 {
+        return (
+            WaitClass::Contention,
+            vec![
+                format!(
+                    "{} of the woken waiting was ended by threads that wait here too: they take turns",
+                    pct(turns)
+                ),
+                busy_ev,
+            ],
+        );
+    }
+    let timeout_share = a.timed_out / waits;
+    if timeout_share >= MIN_TIMEOUT_SHARE
+        && busy >= MIN_BUSY_SHARE
+        && per_waiter > MAX_PARKED_WAITS
+        && a.waiters.len() >= 2
+    {
+        return (
+            WaitClass::Contention,
+            vec![
+                format!(
+                    "{} of the waits time out and the threads wait again ({:.0} waits each)",
+                    pct(timeout_share),
+                    per_waiter
+                ),
+                busy_ev,
+            ],
+        );
+    }
+    if per_waiter <= MAX_PARKED_WAITS && a.ns / (wall * waiters) >= MIN_PARKED_SHARE {
+        return (
+            WaitClass::StartupTeardown,
+            vec![format!(
+                "each thread waited here {:.1} times, {} of the run: parked until the start or the end",
+                per_waiter,
+                pct(a.ns / (wall * waiters))
+            )],
+        );
+    }
+    // Who ended the rest: other processes and the kernel are I/O and peers;
+    // threads of the target that do not wait here hand out work.
+    let mut by_exit = 0.0;
+    let mut outside = 0.0;
+    let mut producer = 0.0;
+    for (mechanism, r) in &a.releases {
+        if mechanism == "exit" {
+            // A thread's exit ends a join; a child process's, a parent's wait.
+            by_exit += r.ns - r.other_process_ns;
+            outside += r.other_process_ns;
+        } else if !r.in_target {
+            outside += r.ns;
+        } else if !r.from_waiters(&a.waiters) {
+            producer += r.ns;
+        }
+    }
+    let io_syscall = a.syscalls.keys().any(|s| {
+        !matches!(
+            s.as_str(),
+            "futex" | "futex_waitv" | "semop" | "semtimedop" | "nanosleep" | "clock_nanosleep"
+        )
+    });
+    if woken_by_others > 0.0 && by_exit / woken_by_others >= 0.5 {
+        return (
+            WaitClass::StartupTeardown,
+            vec!["most waits here ended when a thread exited (joins)".into()],
+        );
+    }
+    if woken_by_others > 0.0 && outside / woken_by_others >= 0.5 {
+        return (
+            WaitClass::IoOrPeer,
+            vec![format!(
+                "{} of the woken waiting was ended by other processes or the kernel (I/O, clients, children, timers)",
+                pct(outside / woken_by_others)
+            )],
+        );
+    }
+    if woken_by_others > 0.0 && producer / woken_by_others >= 0.5 {
+        return (
+            WaitClass::WaitingForWork,
+            vec![
+                format!(
+                    "{} of the woken waiting was ended by threads that do not wait here: they hand out work",
+                    pct(producer / woken_by_others)
+                ),
+                busy_ev,
+            ],
+        );
+    }
+    if io_syscall && woken_by_others == 0.0 {
+        return (
+            WaitClass::IoOrPeer,
+            vec!["the waits are in I/O calls and nothing in the target ended them".into()],
+        );
+    }
+    if busy < MIN_BUSY_SHARE {
+        return (
+            WaitClass::WaitingForWork,
+            vec![format!("{busy_ev}: they idle")],
+        );
+    }
+    (
+        WaitClass::WaitingForWork,
+        vec![
+            "no sign of contention: no futile waits, no turns taken, no timed-out retries".into(),
+            busy_ev,
+        ],
+    )
+}
+
+impl ReleaseAcc {
+    /// Whether these wakers all wait at the site themselves.
+    fn from_waiters(&self, waiters: &BTreeSet<u32>) -> bool {
+        !self.wakers.is_empty() && self.wakers.iter().all(|w| waiters.contains(w))
+    }
+}
+
+/// A site's name as people read it: its short function, and the wrappers
+/// it waits through (`LRUCacheShard::Lookup via port::Mutex::Lock`).
+pub fn display(site: &WaitSite) -> String {
+    let f = short_function(&site.function);
+    match site.via.first() {
+        Some(v) => format!("{f} via {}", short_function(v)),
+        None => f,
+    }
+}
+
+#[cfg(test)]
+mod tests;

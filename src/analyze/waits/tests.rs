@@ -1,0 +1,245 @@
+use super::*;
+
+fn frames(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn the_site_is_past_the_runtime_and_the_programs_own_wrappers() {
+    let f = frames(&[
+        "__futex_abstimed_wait_common (futex-internal.c:57)",
+        "__new_sem_wait_slow64 (sem_waitcommon.c:183)",
+        "PGSemaphoreLock (pg_sema.c:327)",
+        "LWLockAcquire (lwlock.c:1315)",
+        "XLogInsertRecord (xlog.c:900)",
+        "main (main.c:1)",
+    ]);
+    assert_eq!(
+        site_of(&f, 2, WAIT_WORDS),
+        (
+            "XLogInsertRecord".to_string(),
+            vec!["PGSemaphoreLock".to_string(), "LWLockAcquire".to_string()]
+        )
+    );
+    let cxx = frames(&[
+        "__lll_lock_wait (lowlevellock.c:49)",
+        "rocksdb::port::Mutex::Lock() (port_posix.cc:80)",
+        "rocksdb::LRUCacheShard::Lookup(rocksdb::Slice const&, unsigned int) (lru_cache.cc:400)",
+    ]);
+    let (site, via) = site_of(&cxx, 1, WAIT_WORDS);
+    assert_eq!(short_function(&site), "rocksdb::LRUCacheShard::Lookup");
+    assert_eq!(via, ["rocksdb::port::Mutex::Lock()"]);
+    // No own frame: the outermost runtime frame names it.
+    assert_eq!(
+        site_of(
+            &frames(&["a (libc.so.6)", "start_thread (libc.so.6)"]),
+            2,
+            WAIT_WORDS
+        )
+        .0,
+        "start_thread"
+    );
+    // Only wrappers: the outermost is the site.
+    assert_eq!(
+        site_of(
+            &frames(&["x (libc.so.6)", "my_lock (a.c:1)", "my_wait (a.c:2)"]),
+            1,
+            WAIT_WORDS
+        ),
+        ("my_wait".to_string(), vec!["my_lock".to_string()])
+    );
+}
+
+#[test]
+fn outcomes_follow_each_syscalls_convention() {
+    assert_eq!(outcome("futex", -libc::ETIMEDOUT), Outcome::TimedOut);
+    assert_eq!(outcome("futex", 0), Outcome::Woken);
+    assert_eq!(outcome("epoll_wait", 0), Outcome::TimedOut);
+    assert_eq!(outcome("epoll_wait", 1), Outcome::Woken);
+    assert_eq!(outcome("rt_sigtimedwait", -libc::EAGAIN), Outcome::TimedOut);
+    assert_eq!(outcome("read", -libc::EINTR), Outcome::Interrupted);
+    assert_eq!(outcome("nanosleep", 0), Outcome::TimedOut);
+}
+
+const WALL: u64 = 1_000_000_000;
+
+fn thread(tid: u32, cpu_ns: u64) -> ThreadUsage {
+    ThreadUsage {
+        tid,
+        pid: 1,
+        ppid: 0,
+        comm: format!("t{tid}"),
+        user_ns: cpu_ns,
+        sys_ns: 0,
+        voluntary_switches: 0,
+        involuntary_switches: 0,
+        yields: 0,
+        exited: false,
+        exit_code: 0,
+    }
+}
+
+fn futex() -> u32 {
+    crate::names::syscall_nr("futex").unwrap()
+}
+
+fn waker(tid: u32, tracked: bool) -> Option<Waker> {
+    Some(Waker {
+        pid: 1,
+        tid,
+        nr: Some(futex()),
+        tracked,
+        kernel: false,
+    })
+}
+
+/// A sleep of `tid` at `site`, `count` sleeps of `ns`, ended as `ret` by `by`.
+fn sleep(tid: u32, site: &str, ns: u64, count: u64, ret: i32, by: Option<Waker>) -> SleepSample {
+    SleepSample {
+        key: SleepKey {
+            pid: 1,
+            tid,
+            nr: futex(),
+            lock: Some(LockKey::Private {
+                pid: 1,
+                addr: 0x100 + u64::from(tid),
+            }),
+            ret,
+            waker: by,
+        },
+        frames: frames(&["__lll_lock_wait (libc.so.6)", &format!("{site} (a.c:1)")]),
+        runtime: 1,
+        tally: SleepTally {
+            ns,
+            count,
+            samples: count,
+        },
+    }
+}
+
+fn build_sites(
+    sleeps: &[SleepSample],
+    threads: &[ThreadUsage],
+    futile: &[LockWaitSample],
+) -> Waits {
+    let futile_exact: HashMap<LockKey, u64> = futile.iter().map(|l| (l.key, l.futile)).collect();
+    build(&Inputs {
+        sleeps,
+        lock_waits: futile,
+        wakes: &[],
+        offcpu: &[],
+        futile: &futile_exact,
+        threads,
+        comms: &HashMap::new(),
+        duration_ns: WALL,
+    })
+}
+
+#[test]
+fn threads_that_wake_each_other_at_one_site_are_contention_whatever_the_words() {
+    // Four busy threads, each on its own futex word (a per-thread parker),
+    // woken by each other: one site, contention.
+    let sleeps: Vec<SleepSample> = (1..=4)
+        .map(|t| sleep(t, "take_gil", 200_000_000, 1000, 0, waker(t % 4 + 1, true)))
+        .collect();
+    let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 250_000_000)).collect();
+    let w = build_sites(&sleeps, &threads, &[]);
+    assert_eq!(w.sites.len(), 1);
+    let s = &w.sites[0];
+    assert_eq!(
+        (s.function.as_str(), s.class),
+        ("take_gil", WaitClass::Contention)
+    );
+    assert_eq!((s.waiters, s.lock_words, s.waits), (4, 4, 4000));
+    assert!((s.turns_share - 1.0).abs() < 1e-9 && (s.waiting_threads - 0.8).abs() < 1e-9);
+    assert!(s.evidence[0].contains("take turns"), "{:?}", s.evidence);
+    assert_eq!(w.contended_ns[&1], 200_000_000);
+    assert!(w.lock_class.values().all(|c| *c == WaitClass::Contention));
+    // The same, idle between waits: not contention.
+    let idle: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 1_000_000)).collect();
+    assert_ne!(
+        build_sites(&sleeps, &idle, &[]).sites[0].class,
+        WaitClass::Contention
+    );
+}
+
+#[test]
+fn an_idle_pool_woken_by_a_producer_waits_for_work() {
+    let mut sleeps: Vec<SleepSample> = (2..=5)
+        .map(|t| sleep(t, "worker_loop", 900_000_000, 100, 0, waker(1, true)))
+        .collect();
+    sleeps.push(sleep(1, "main_loop", 10_000_000, 10, 0, waker(9, false)));
+    let threads: Vec<ThreadUsage> = (1..=5).map(|t| thread(t, 50_000_000)).collect();
+    let w = build_sites(&sleeps, &threads, &[]);
+    let pool = w
+        .sites
+        .iter()
+        .find(|s| s.function == "worker_loop")
+        .unwrap();
+    assert_eq!(pool.class, WaitClass::WaitingForWork, "{:?}", pool.evidence);
+    assert!(pool.releases[0].in_target && !pool.releases[0].from_waiters);
+    let main = w.sites.iter().find(|s| s.function == "main_loop").unwrap();
+    assert_eq!(main.class, WaitClass::IoOrPeer, "{:?}", main.evidence);
+    assert!(w.contended_ns.is_empty());
+}
+
+#[test]
+fn timed_waits_retried_by_busy_threads_are_contention_and_parked_ones_are_not() {
+    let etimedout = -libc::ETIMEDOUT;
+    let sleeps: Vec<SleepSample> = (1..=3)
+        .map(|t| {
+            sleep(
+                t,
+                "acquire_global",
+                300_000_000,
+                60,
+                etimedout,
+                waker(0, false),
+            )
+        })
+        .collect();
+    let threads: Vec<ThreadUsage> = (1..=3).map(|t| thread(t, 300_000_000)).collect();
+    let s = &build_sites(&sleeps, &threads, &[]).sites[0];
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    assert_eq!(s.timed_out, 180);
+    // Threads parked once for most of the run.
+    let parked: Vec<SleepSample> = (1..=3)
+        .map(|t| sleep(t, "wait_for_start", 800_000_000, 1, 0, waker(9, true)))
+        .collect();
+    let s = &build_sites(&parked, &threads, &[]).sites[0];
+    assert_eq!(s.class, WaitClass::StartupTeardown, "{:?}", s.evidence);
+}
+
+#[test]
+fn futile_waits_make_a_short_hold_lock_contention_without_much_sleep() {
+    let key = LockKey::Private {
+        pid: 1,
+        addr: 0x5000,
+    };
+    let futile = [LockWaitSample {
+        key,
+        frames: frames(&["__lll_lock_wait (libc.so.6)", "Cache::lookup(int) (c.cc:3)"]),
+        runtime: 1,
+        weight: 50_000,
+        futile: 40_000,
+    }];
+    let mut s = sleep(
+        1,
+        "Cache::lookup(int)",
+        1_000_000,
+        10_000,
+        0,
+        waker(0, false),
+    );
+    s.frames = futile[0].frames.clone();
+    let threads: Vec<ThreadUsage> = (1..=2).map(|t| thread(t, 500_000_000)).collect();
+    let w = build_sites(&[s], &threads, &futile);
+    let site = &w.sites[0];
+    assert_eq!((site.class, site.futile), (WaitClass::Contention, 40_000));
+    assert_eq!(display(site), "Cache::lookup");
+    assert!(
+        site.evidence[0].contains("returned at once"),
+        "{:?}",
+        site.evidence
+    );
+}

@@ -1,0 +1,226 @@
+//! Reading symbolized frame strings (`name (file:line)`, `name (library)`,
+//! either with ` [inlined]`): the function they name, that name without a
+//! C++ parameter list or template arguments for people to read, and the
+//! words a name is made of. The JSON keeps frames whole; only the terminal
+//! and the HTML page show the short forms.
+
+const INLINED: &str = " [inlined]";
+
+/// The index of the `(` matching the `)` that ends `s` (which must end in `)`).
+fn matching_open(s: &str) -> Option<usize> {
+    let mut depth = 0i32;
+    for (i, c) in s.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// (function, location, inlined) of a frame string. A location is the last
+/// parenthesised group, after a space: C++ parameter lists have none.
+pub fn split(frame: &str) -> (&str, Option<&str>, bool) {
+    let (body, inlined) = match frame.strip_suffix(INLINED) {
+        Some(b) => (b, true),
+        None => (frame, false),
+    };
+    if body.ends_with(')')
+        && let Some(open) = matching_open(body)
+        && open > 0
+        && body[..open].ends_with(' ')
+    {
+        return (
+            &body[..open - 1],
+            Some(&body[open + 1..body.len() - 1]),
+            inlined,
+        );
+    }
+    (body, None, inlined)
+}
+
+/// The function a frame names: `ns_get (icinga.c:115)` -> `ns_get`.
+pub fn function(frame: &str) -> &str {
+    split(frame).0.trim()
+}
+
+/// A function name without its parameter list (and what follows it, such as
+/// `const`) and with template arguments folded: `rocksdb::LRUCacheShard::
+/// Lookup(rocksdb::Slice const&, unsigned int)` -> `rocksdb::LRUCacheShard::
+/// Lookup`, `std::vector<int, std::allocator<int> >::push_back(int&&)` ->
+/// `std::vector<…>::push_back`.
+pub fn short_function(name: &str) -> String {
+    let mut name = name.trim();
+    // Parameters: the last top-level `(...)`, with `const`, `&` or `&&` after it.
+    let trimmed = name
+        .trim_end_matches(" const")
+        .trim_end_matches(" &&")
+        .trim_end_matches(" &")
+        .trim_end_matches("&&")
+        .trim_end_matches('&')
+        .trim_end_matches(" const");
+    if trimmed.ends_with(')')
+        && let Some(open) = matching_open(trimmed)
+        && open > 0
+        && !trimmed[..open].ends_with("operator")
+    {
+        name = &trimmed[..open];
+    }
+    fold_templates(name)
+}
+
+/// Replaces every outermost `<...>` with `<…>`, leaving `operator<`,
+/// `operator<<` and `operator->` alone.
+fn fold_templates(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    let chars: Vec<char> = name.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let after_operator = out.ends_with("operator") || out.ends_with("operator<");
+        match c {
+            '<' if depth == 0 && after_operator => out.push(c),
+            '>' if depth == 0 && (out.ends_with("operator") || out.ends_with("operator-")) => {
+                out.push(c)
+            }
+            '<' => {
+                if depth == 0 {
+                    out.push_str("<…>");
+                }
+                depth += 1;
+            }
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+        i += 1;
+    }
+    if depth > 0 {
+        // Unbalanced (a cut name): keep it as it was.
+        return name.to_string();
+    }
+    out
+}
+
+/// A frame as people read it: its short function name and its location.
+pub fn short_frame(frame: &str) -> String {
+    let (name, location, inlined) = split(frame);
+    let mut out = short_function(name);
+    if let Some(loc) = location {
+        out.push_str(" (");
+        out.push_str(loc);
+        out.push(')');
+    }
+    if inlined {
+        out.push_str(INLINED);
+    }
+    out
+}
+
+/// The words of a function's own name (its last `::` part, without
+/// parameters), lower case: `DCget_user_macro` -> [d, cget, user, macro],
+/// `lookUpName` -> [look, up, name], `Cache::Lookup(int)` -> [lookup].
+pub fn words(function: &str) -> Vec<String> {
+    let short = short_function(function);
+    let name = short.rsplit("::").next().unwrap_or(&short);
+    let name = name.rsplit('.').next().unwrap_or(name);
+    let mut out = vec![];
+    for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let mut word = String::new();
+        let chars: Vec<char> = part.chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            let lower_before = i > 0 && chars[i - 1].is_ascii_lowercase();
+            let upper_run_ends = i > 0
+                && chars[i - 1].is_ascii_uppercase()
+                && c.is_ascii_uppercase()
+                && chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            if c.is_ascii_uppercase() && (lower_before || upper_run_ends) && !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            word.push(c.to_ascii_lowercase());
+        }
+        if !word.is_empty() {
+            out.push(word);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_are_told_from_parameter_lists() {
+        assert_eq!(
+            split("ns_get (icinga.c:115)"),
+            ("ns_get", Some("icinga.c:115"), false)
+        );
+        assert_eq!(
+            split("__lll_lock_wait (lowlevellock.c:49) [inlined]"),
+            ("__lll_lock_wait", Some("lowlevellock.c:49"), true)
+        );
+        let cxx = "rocksdb::LRUCacheShard::Lookup(rocksdb::Slice const&, unsigned int) (librocksdb.so.7.8)";
+        assert_eq!(
+            split(cxx),
+            (
+                "rocksdb::LRUCacheShard::Lookup(rocksdb::Slice const&, unsigned int)",
+                Some("librocksdb.so.7.8"),
+                false
+            )
+        );
+        // A function-pointer parameter has a space before its `(`.
+        let fp = "call(void (*)(int)) (a.cc:3)";
+        assert_eq!(function(fp), "call(void (*)(int))");
+        assert_eq!(split("main"), ("main", None, false));
+        assert_eq!(function("[unknown] 0x1234"), "[unknown] 0x1234");
+    }
+
+    #[test]
+    fn cxx_names_lose_parameters_and_template_arguments() {
+        assert_eq!(
+            short_function("rocksdb::LRUCacheShard::Lookup(rocksdb::Slice const&, unsigned int)"),
+            "rocksdb::LRUCacheShard::Lookup"
+        );
+        assert_eq!(
+            short_function("std::vector<int, std::allocator<int> >::push_back(int&&) const"),
+            "std::vector<…>::push_back"
+        );
+        assert_eq!(short_function("call(void (*)(int))"), "call");
+        assert_eq!(short_function("Foo::operator()(int)"), "Foo::operator()");
+        assert_eq!(
+            short_function("operator<<(std::ostream&, X const&)"),
+            "operator<<"
+        );
+        assert_eq!(short_function("Foo::operator->() const"), "Foo::operator->");
+        assert_eq!(short_function("take_gil"), "take_gil");
+        assert_eq!(short_function("broken<cut"), "broken<cut");
+        assert_eq!(
+            short_frame("a::B<int>::c(int) (b.cc:7) [inlined]"),
+            "a::B<…>::c (b.cc:7) [inlined]"
+        );
+    }
+
+    #[test]
+    fn words_split_snake_and_camel_case_of_the_last_name() {
+        assert_eq!(words("ns_get_value"), ["ns", "get", "value"]);
+        // Ambiguous run-togethers stay whole rather than guessed at.
+        assert_eq!(words("DCget_user_macro"), ["d", "cget", "user", "macro"]);
+        assert_eq!(words("lookUpName"), ["look", "up", "name"]);
+        assert_eq!(words("ns::Namespace::getValue"), ["get", "value"]);
+        assert_eq!(words("HTTPServer"), ["http", "server"]);
+        assert_eq!(words("rocksdb::port::Mutex::Lock()"), ["lock"]);
+        assert_eq!(words("LWLockAcquire"), ["lw", "lock", "acquire"]);
+        assert_eq!(
+            words("java.util.concurrent.locks.LockSupport.park"),
+            ["park"]
+        );
+    }
+}
