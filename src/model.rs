@@ -28,6 +28,8 @@ pub struct SyscallCounters {
     /// Samples it put off while the ring buffer was more than half full
     /// (the next one carried their weight).
     pub samples_deferred: u64,
+    /// Positive return values summed (bytes moved, for read and write).
+    pub ret_sum: u64,
     /// Slot i: calls with 2^i <= latency_ns < 2^(i+1).
     pub hist_log2_ns: Vec<u64>,
 }
@@ -41,6 +43,7 @@ impl SyscallCounters {
         self.max_ns = self.max_ns.max(other.max_ns);
         self.samples += other.samples;
         self.samples_deferred += other.samples_deferred;
+        self.ret_sum += other.ret_sum;
         add_hist(&mut self.hist_log2_ns, &other.hist_log2_ns);
     }
 }

@@ -18,6 +18,30 @@ pub fn syscall_name(nr: u32) -> String {
     lookup(SYSCALL_NAMES, nr).map_or_else(|| format!("syscall_{nr}"), str::to_string)
 }
 
+/// Syscalls whose positive return value is the bytes they moved.
+pub fn moves_data(name: &str) -> bool {
+    matches!(
+        name,
+        "read"
+            | "write"
+            | "readv"
+            | "writev"
+            | "pread64"
+            | "pwrite64"
+            | "preadv"
+            | "pwritev"
+            | "preadv2"
+            | "pwritev2"
+            | "sendto"
+            | "recvfrom"
+            | "sendmsg"
+            | "recvmsg"
+            | "splice"
+            | "sendfile"
+            | "copy_file_range"
+    )
+}
+
 pub fn syscall_nr(name: &str) -> Option<u32> {
     SYSCALL_NAMES
         .iter()

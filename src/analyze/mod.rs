@@ -121,7 +121,7 @@ pub fn run(
         .iter()
         .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
         .collect();
-    let (locks, contended) = locks::build(
+    let locks = locks::build(
         &kernel.locks,
         &kernel.lock_waiters,
         &lock_sites,
@@ -143,6 +143,17 @@ pub fn run(
             samples,
         })
         .collect();
+    // Each site names the locks waited on there.
+    let mut sites = waits.sites;
+    for (site, keys) in sites.iter_mut().zip(&waits.site_locks) {
+        for k in keys {
+            if let Some(name) = locks.names.get(k)
+                && !site.locks.contains(name)
+            {
+                site.locks.push(name.clone());
+            }
+        }
+    }
     let wake_sites: Vec<WakeSite> = tally
         .wakes
         .iter()
@@ -191,15 +202,15 @@ pub fn run(
                 .collect::<Vec<_>>(),
             duration_ns,
         ),
-        locks,
+        locks: locks.reports,
         offcpu: sched::offcpu(
             &kernel.offcpu,
             &off_sites,
-            &contended,
+            &locks.contended,
             &waits.contended_ns,
             &comms,
         ),
-        waits: waits.sites,
+        waits: sites,
         blockers: sched::blockers(&wakeups),
         wakeups,
         cpu_samples: cpu::profile(&cpu_sites, cpu_hz),

@@ -171,7 +171,8 @@ enum Outcome {
 fn outcome(syscall: &str, ret: i32) -> Outcome {
     match (syscall, ret) {
         (_, r) if r == -libc::ETIMEDOUT => Outcome::TimedOut,
-        (_, r) if r == -libc::EINTR || r == -libc::ERESTART => Outcome::Interrupted,
+        // EINTR, and the kernel's restart codes (ERESTARTSYS..ERESTART_RESTARTBLOCK).
+        (_, r) if r == -libc::EINTR || (-516..=-512).contains(&r) => Outcome::Interrupted,
         (
             "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait"
             | "epoll_pwait2",
@@ -225,6 +226,16 @@ struct SiteAcc {
     samples: u64,
     /// Time asleep here per thread.
     by_tid: HashMap<u32, f64>,
+    /// Time asleep per lock word.
+    by_lock: HashMap<LockKey, f64>,
+}
+
+impl SiteAcc {
+    /// Sites behind one wait wrapper are one family: threads waiting in
+    /// `LWLockAcquire` from different callers take turns at the same locks.
+    fn family<'a>(&'a self, function: &'a str) -> &'a str {
+        self.via.first().map_or(function, String::as_str)
+    }
 }
 
 /// Per (tid, nr, lock): exact (ns, count) over sampled (ns, count).
@@ -259,6 +270,8 @@ fn scales(inp: &Inputs<'_>) -> HashMap<(u32, u32, Option<LockKey>), (f64, f64)> 
 #[derive(Default)]
 pub struct Waits {
     pub sites: Vec<WaitSite>,
+    /// Per site (same order), its lock words, most time first.
+    pub site_locks: Vec<Vec<LockKey>>,
     /// The class each lock word's waits got (the site holding most of them).
     pub lock_class: HashMap<LockKey, WaitClass>,
     /// Per thread, time asleep at sites classed as contention.
@@ -294,6 +307,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         *a.syscalls.entry(name.clone()).or_default() += ns;
         if let Some(k) = s.key.lock {
             a.locks.insert(k);
+            *a.by_lock.entry(k).or_default() += ns;
             *lock_sites
                 .entry(k)
                 .or_default()
@@ -347,30 +361,43 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         a.locks.insert(l.key);
     }
     let usage: HashMap<u32, &ThreadUsage> = inp.threads.iter().map(|t| (t.tid, t)).collect();
+    let mut families: HashMap<String, BTreeSet<u32>> = HashMap::new();
+    for (function, a) in &sites {
+        families
+            .entry(a.family(function).to_string())
+            .or_default()
+            .extend(&a.waiters);
+    }
     let wall = inp.duration_ns.max(1) as f64;
     let mut contended_ns: HashMap<u32, u64> = HashMap::new();
-    let mut out: Vec<WaitSite> = sites
+    let mut out: Vec<(WaitSite, Vec<LockKey>)> = sites
         .into_iter()
         .map(|(function, a)| {
             let by_tid = a.by_tid.clone();
-            let site = site_report(function, a, inp, &usage, &pair_sites, wall);
+            let mut keys: Vec<(LockKey, f64)> = a.by_lock.iter().map(|(k, v)| (*k, *v)).collect();
+            keys.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+            let keys: Vec<LockKey> = keys.into_iter().map(|k| k.0).collect();
+            let family = families[a.family(&function)].clone();
+            let site = site_report(function, a, inp, &usage, &pair_sites, &family, wall);
             if site.class == WaitClass::Contention {
                 for (tid, ns) in by_tid {
                     *contended_ns.entry(tid).or_default() += ns.round() as u64;
                 }
             }
-            site
+            (site, keys)
         })
         .collect();
-    out.sort_by(|a, b| {
+    out.sort_by(|(a, _), (b, _)| {
         (b.class == WaitClass::Contention)
             .cmp(&(a.class == WaitClass::Contention))
             .then(b.wait_ns.cmp(&a.wait_ns))
             .then(b.futile.cmp(&a.futile))
             .then(a.function.cmp(&b.function))
     });
-    let class_of: HashMap<&str, WaitClass> =
-        out.iter().map(|s| (s.function.as_str(), s.class)).collect();
+    let class_of: HashMap<&str, WaitClass> = out
+        .iter()
+        .map(|(s, _)| (s.function.as_str(), s.class))
+        .collect();
     let lock_class = lock_sites
         .into_iter()
         .filter_map(|(k, by)| {
@@ -379,8 +406,10 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         })
         .collect();
     out.truncate(MAX_SITES);
+    let (sites, site_locks) = out.into_iter().unzip();
     Waits {
-        sites: out,
+        sites,
+        site_locks,
         lock_class,
         contended_ns,
     }
@@ -392,6 +421,7 @@ fn site_report(
     inp: &Inputs<'_>,
     usage: &HashMap<u32, &ThreadUsage>,
     pair_sites: &HashMap<(u32, u32), BTreeMap<String, f64>>,
+    family: &BTreeSet<u32>,
     wall: f64,
 ) -> WaitSite {
     // The waiters' CPU over their time in the run (a thread's time is the
@@ -407,7 +437,7 @@ fn site_report(
     let turns_ns: f64 = a
         .woken_by
         .iter()
-        .filter(|(w, _)| a.waiters.contains(w))
+        .filter(|(w, _)| family.contains(w))
         .map(|(_, ns)| ns)
         .sum();
     let turns_share = if a.woken_ns > 0.0 {
@@ -420,7 +450,7 @@ fn site_report(
         .releases
         .into_iter()
         .map(|(mechanism, r)| {
-            let from_waiters = r.in_target && r.from_waiters(&a.waiters);
+            let from_waiters = r.in_target && r.from_waiters(family);
             let stacks = release_stacks(&r, &function, inp, pair_sites);
             let site = stacks
                 .first()
@@ -468,6 +498,8 @@ fn site_report(
         wait_ns: a.ns.round() as u64,
         waiting_threads: a.ns / wall,
         waiters: a.waiters.len() as u32,
+        waiter_tids: a.waiters.iter().copied().collect(),
+        locks: vec![],
         processes: a.pids.len() as u32,
         waiter_cpu_share,
         syscalls: a

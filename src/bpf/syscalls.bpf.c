@@ -484,6 +484,8 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 	if (slot >= KT_HIST_SLOTS)
 		slot = KT_HIST_SLOTS - 1;
 	st->hist_log2_ns[slot]++;
+	if (ret > 0)
+		st->ret_sum += ret;
 	if (ret < 0 && ret >= -4095) {
 		struct kt_errno_key key = { .nr = nr, .err = -ret };
 		__u64 one = 1, *count;

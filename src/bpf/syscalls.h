@@ -43,6 +43,7 @@ struct kt_syscall_stats {
 	__u32 sample_gap;       /* the gap being skipped: the next sample's weight - 1 */
 	__u64 sample_carry;     /* calls of samples deferred while the ring buffer was busy */
 	__u64 samples_deferred;
+	__u64 ret_sum;     /* positive return values summed: bytes, for read/write */
 	__u64 hist_log2_ns[KT_HIST_SLOTS];
 };
 

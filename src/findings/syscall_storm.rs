@@ -5,6 +5,9 @@
 //! what remains is bookkeeping — signal masks, time, ids, file status,
 //! memory mapping — that can usually be made once, cached, or avoided.
 //!
+//! Calls that move data count too when each moves only a few bytes (`dd
+//! bs=1`, unbuffered output): then the calls, not the data, are the work.
+//!
 //! `rt_sigprocmask` from `getcontext`/`setcontext`/`swapcontext` is named as
 //! such: those save and restore the signal mask on every context switch.
 
@@ -20,6 +23,12 @@ pub const MIN_CALL_SHARE: f64 = 0.5;
 pub const MIN_SYSTEM_SHARE: f64 = 0.2;
 /// Mean time per call: cheap calls, made too often.
 pub const MAX_MEAN_NS: f64 = 20_000.0;
+/// A data call moving at most this many bytes on average moves too little
+/// for its cost (a syscall costs as much as copying a few kilobytes).
+pub const MAX_BYTES_PER_CALL: f64 = 64.0;
+/// Calls of one syscall as a share of all calls, for data calls (reads and
+/// writes come in pairs, so each is at most half).
+pub const MIN_DATA_CALL_SHARE: f64 = 0.3;
 
 /// Calls whose rate is work or waiting, judged by other rules.
 const NOT_BOOKKEEPING: &[&str] = &[
@@ -81,8 +90,9 @@ pub fn check(r: &Report) -> Vec<Finding> {
     let system_share = ratio(r.summary.sys_ns as f64, cpu_ns(r));
     r.syscalls
         .iter()
-        .filter(|s| !NOT_BOOKKEEPING.contains(&s.name.as_str()))
+        .filter(|s| !NOT_BOOKKEEPING.contains(&s.name.as_str()) || tiny_transfers(s))
         .filter_map(|s| {
+            let data = crate::names::moves_data(&s.name);
             let call_share = ratio(s.calls as f64, r.summary.syscalls as f64);
             let rate = ratio(s.calls as f64, wall_ns(r) / 1e9);
             let site = s.callsites.first();
@@ -92,20 +102,43 @@ pub fn check(r: &Report) -> Vec<Finding> {
                 .map(|f| format!(" from {f}"))
                 .unwrap_or_default();
             let system_ns = r.summary.sys_ns as f64 * call_share;
+            let mut evidence = vec![
+                at_least("calls_per_s", rate, MIN_CALLS_PER_S),
+                at_least(
+                    "call_share",
+                    call_share,
+                    if data {
+                        MIN_DATA_CALL_SHARE
+                    } else {
+                        MIN_CALL_SHARE
+                    },
+                ),
+            ];
+            let mut title = format!("{} is called {} times a second{at}", s.name, short(rate));
+            if data {
+                let per_call = ratio(s.bytes as f64, s.calls as f64);
+                evidence.push(at_most("bytes_per_call", per_call, MAX_BYTES_PER_CALL));
+                title = format!(
+                    "{} moves {per_call:.1} bytes per call, {} times a second{at}",
+                    s.name,
+                    short(rate)
+                );
+            }
             Draft {
                 id: ID,
-                title: format!("{} is called {} times a second{at}", s.name, short(rate)),
+                title,
                 severity: ratio(system_ns, cpu_ns(r)),
-                evidence: vec![
-                    at_least("calls_per_s", rate, MIN_CALLS_PER_S),
-                    at_least("call_share", call_share, MIN_CALL_SHARE),
-                    at_least("system_share", system_share, MIN_SYSTEM_SHARE),
-                    at_most(
-                        "mean_ns",
-                        ratio(s.total_ns as f64, s.calls as f64),
-                        MAX_MEAN_NS,
-                    ),
-                ],
+                evidence: evidence
+                    .into_iter()
+                    .chain([
+                        at_least("system_share", system_share, MIN_SYSTEM_SHARE),
+                        at_most(
+                            "mean_ns",
+                            ratio(s.total_ns as f64, s.calls as f64),
+                            MAX_MEAN_NS,
+                        ),
+                    ])
+                    .collect(),
                 culprit: Culprit {
                     kind: CulpritKind::Syscall,
                     name: s.name.clone(),
@@ -121,6 +154,11 @@ pub fn check(r: &Report) -> Vec<Finding> {
             .fire()
         })
         .collect()
+}
+
+/// A data call that moves few bytes per call.
+fn tiny_transfers(s: &SyscallReport) -> bool {
+    crate::names::moves_data(&s.name) && ratio(s.bytes as f64, s.calls as f64) <= MAX_BYTES_PER_CALL
 }
 
 /// `swapcontext` if the top call site runs through one of the ucontext calls.
@@ -152,6 +190,11 @@ fn remedy(s: &SyscallReport, context_switch: Option<&str>) -> String {
              the kernel (the vDSO answers it): check the clock source (tsc, not hpet or \
              xen), or read the time once per batch."
             .into(),
+        (name, _) if crate::names::moves_data(name) => format!(
+            "Each {name} moves only a few bytes, so the program pays a kernel entry per byte or \
+             two. Move data in large blocks: a bigger buffer (dd bs=64K, setvbuf, a \
+             BufWriter/BufReader), or gather small writes into one (writev, batching)."
+        ),
         ("mmap" | "munmap" | "brk" | "madvise" | "mprotect", _) => "Memory is mapped and \
              unmapped over and over: keep and reuse buffers, or tune the allocator so it stops \
              returning memory to the kernel (e.g. M_TRIM_THRESHOLD, M_MMAP_THRESHOLD)."

@@ -368,6 +368,7 @@ pub(crate) fn storm(
         errors: 0,
         errnos: Default::default(),
         total_ns: (mean_ns * calls as f64) as u64,
+        bytes: 0,
         max_ns: 0,
         hist_log2_ns: vec![],
         unfinished: 0,
@@ -410,9 +411,31 @@ fn syscall_storm_thresholds() {
         &storm(s, ok.0, ok.1, MIN_SYSTEM_SHARE * DOWN, ok.3)
     ));
     assert!(!fired(rule, &storm(s, ok.0, ok.1, ok.2, MAX_MEAN_NS * UP)));
-    // Moving data or waiting is work, judged by other rules.
-    assert!(!fired(rule, &storm("write", ok.0, ok.1, ok.2, ok.3)));
+    // Moving data or waiting is work, judged by other rules...
+    let writes = |bytes_per_call: f64, share: f64| {
+        let mut r = storm("write", ok.0, share, ok.2, ok.3);
+        r.syscalls[0].bytes = (bytes_per_call * r.syscalls[0].calls as f64) as u64;
+        r
+    };
+    assert!(!fired(rule, &writes(4096.0, ok.1)));
     assert!(!fired(rule, &storm("futex", ok.0, ok.1, ok.2, ok.3)));
+    // ... unless each call moves only a few bytes (issue #10: dd bs=1,
+    // where reads and writes are half the calls each).
+    assert!(fired(
+        rule,
+        &writes(MAX_BYTES_PER_CALL * DOWN, MIN_DATA_CALL_SHARE * UP)
+    ));
+    assert!(!fired(
+        rule,
+        &writes(MAX_BYTES_PER_CALL * UP, MIN_DATA_CALL_SHARE * UP)
+    ));
+    assert!(!fired(
+        rule,
+        &writes(MAX_BYTES_PER_CALL * DOWN, MIN_DATA_CALL_SHARE * DOWN)
+    ));
+    let tiny = &check(&writes(1.0, 0.5))[0];
+    assert!(tiny.title.contains("1.0 bytes per call"), "{}", tiny.title);
+    assert!(tiny.remedy.contains("large blocks"), "{}", tiny.remedy);
     let f = &check(&storm(s, 2e6, 1.0, 0.8, 160.0))[0];
     assert!(f.remedy.starts_with("swapcontext saves"), "{}", f.remedy);
     assert!(f.remedy.contains("_setjmp/_longjmp"));

@@ -153,6 +153,11 @@ pub fn build(inp: Inputs) -> Report {
                 errors: c.errors,
                 errnos: errnos_by_nr.remove(&c.nr).unwrap_or_default(),
                 total_ns: c.total_ns,
+                bytes: if crate::names::moves_data(&syscall_name(c.nr)) {
+                    c.ret_sum
+                } else {
+                    0
+                },
                 max_ns: c.max_ns,
                 hist_log2_ns: hist,
                 unfinished: c.calls.saturating_sub(c.returns),
@@ -419,6 +424,8 @@ pub(crate) mod tests {
             wait_ns: 400_000_000,
             waiting_threads: 0.2,
             waiters: 3,
+            waiter_tids: vec![101, 102, 103],
+            locks: vec!["mutex in Cache::lookup ([heap])".into()],
             processes: 1,
             waiter_cpu_share: 0.6,
             syscalls: [("futex".to_string(), 400_000_000)].into(),

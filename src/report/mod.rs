@@ -220,6 +220,10 @@ pub struct SyscallReport {
     pub errnos: BTreeMap<String, u64>,
     /// Time from entry to return, summed over the calls that returned.
     pub total_ns: u64,
+    /// Bytes moved, for calls that move data (read, write, send, recv...):
+    /// their positive return values summed.
+    #[serde(default)]
+    pub bytes: u64,
     pub max_ns: u64,
     /// Entry i counts calls with 2^i <= latency_ns < 2^(i+1) (i = 0 also
     /// holds 0 ns); trailing empty buckets are omitted.
@@ -392,6 +396,9 @@ pub struct WaitSite {
     pub waiting_threads: f64,
     /// Distinct threads (and processes) that slept here.
     pub waiters: u32,
+    /// Their thread ids.
+    #[serde(default)]
+    pub waiter_tids: Vec<u32>,
     pub processes: u32,
     /// The waiters' CPU time over their time in the run: whether they have
     /// work between waits (busy) or idle.
@@ -401,8 +408,12 @@ pub struct WaitSite {
     /// Distinct futex words or semaphores waited on (one per waiter for a
     /// per-thread parker or a semaphore per process).
     pub lock_words: u32,
+    /// The locks of `locks[]` waited on here (their display names), most
+    /// waiting first.
+    #[serde(default)]
+    pub locks: Vec<String>,
     /// Share of the woken waiting ended by threads that themselves wait
-    /// here: threads taking turns at one thing.
+    /// here (or behind the same wait wrapper): threads taking turns.
     pub turns_share: f64,
     /// Who ended the waits, and how, most waiting ended first.
     pub releases: Vec<Release>,

@@ -172,6 +172,16 @@ fn group_ids(
     out
 }
 
+/// What the lock analysis hands on.
+pub struct Locks {
+    pub reports: Vec<LockReport>,
+    /// Per lock key: whether waiting on it is contention (from the wait
+    /// sites' verdict, else its kind).
+    pub contended: HashMap<LockKey, bool>,
+    /// Per lock key: its report's display name.
+    pub names: HashMap<LockKey, String>,
+}
+
 /// The lock reports, and for each lock key whether waiting on it is
 /// contention (from `lock_class`, the wait sites' verdict; else its kind).
 pub fn build(
@@ -181,7 +191,8 @@ pub fn build(
     names: &HashMap<LockKey, LockName>,
     lock_class: &HashMap<LockKey, WaitClass>,
     duration_ns: u64,
-) -> (Vec<LockReport>, HashMap<LockKey, bool>) {
+) -> Locks {
+    let mut display: HashMap<LockKey, String> = HashMap::new();
     let key_kinds = key_kinds(locks, sites);
     let ids = group_ids(locks, names, &key_kinds);
     let mut contended = HashMap::new();
@@ -274,6 +285,7 @@ pub fn build(
             for key in &g.keys {
                 contended.insert(**key, contention);
             }
+            let report_keys: Vec<LockKey> = g.keys.iter().map(|k| **k).collect();
             let (semid, semnum) = match *g.keys[0] {
                 LockKey::SysV { semid, semnum } => (Some(semid), Some(semnum)),
                 _ => (None, None),
@@ -282,7 +294,7 @@ pub fn build(
             while hist.last() == Some(&0) {
                 hist.pop();
             }
-            LockReport {
+            let report = LockReport {
                 kind,
                 contention,
                 symbol,
@@ -308,7 +320,11 @@ pub fn build(
                 threads: g.threads.len() as u32,
                 waiter_stacks,
                 waker_stacks,
+            };
+            for k in report_keys {
+                display.insert(k, report.display_name());
             }
+            report
         })
         .collect();
     // Contention first, by what it cost; then waiting for work, by time.
@@ -318,7 +334,11 @@ pub fn build(
             .then((b.wait_ns + b.cpu_ns).cmp(&(a.wait_ns + a.cpu_ns)))
             .then(a.address.cmp(&b.address))
     });
-    (out, contended)
+    Locks {
+        reports: out,
+        contended,
+        names: display,
+    }
 }
 
 #[cfg(test)]
@@ -399,7 +419,11 @@ mod tests {
             site(hot, true, "__lll_lock_wait (y)", 25, 100),
             site(hot, false, "__lll_lock_wake (x)", 100, 50),
         ];
-        let (out, contended) = build(
+        let Locks {
+            reports: out,
+            contended,
+            ..
+        } = build(
             &locks,
             &waiters,
             &sites,
@@ -455,14 +479,15 @@ mod tests {
             semid: 42,
             semnum: 1,
         };
-        let (out, _) = build(
+        let out = build(
             &[(key, counters(5, 100, 5))],
             &[],
             &[],
             &HashMap::new(),
             &HashMap::new(),
             1,
-        );
+        )
+        .reports;
         assert_eq!(
             (
                 out[0].kind,
@@ -516,7 +541,11 @@ mod tests {
         lookup.runtime = 1;
         sites.push(lookup);
         let classes: HashMap<LockKey, WaitClass> = [(c0, WaitClass::Contention)].into();
-        let (out, contended) = build(&locks, &[], &sites, &names, &classes, 1_000_000_000);
+        let Locks {
+            reports: out,
+            contended,
+            ..
+        } = build(&locks, &[], &sites, &names, &classes, 1_000_000_000);
         assert_eq!(out.len(), 3, "{out:?}");
         let cond = out.iter().find(|l| l.kind == LockKind::Condvar).unwrap();
         assert_eq!(
