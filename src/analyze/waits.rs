@@ -713,11 +713,12 @@ impl ReleaseAcc {
     }
 }
 
-/// A site's name as people read it: its short function, and the wrappers
-/// it waits through (`LRUCacheShard::Lookup via port::Mutex::Lock`).
+/// A site's name as people read it: its short function, and the wrapper it
+/// calls to wait (`LRUCacheShard::Lookup via port::Mutex::Lock`, `ProcSleep
+/// via WaitLatch`).
 pub fn display(site: &WaitSite) -> String {
     let f = short_function(&site.function);
-    match site.via.first() {
+    match site.via.last() {
         Some(v) => format!("{f} via {}", short_function(v)),
         None => f,
     }

@@ -1,8 +1,11 @@
 //! What the rules share: evidence with thresholds, the gate that fires a
 //! finding only when all of it holds, and the figures several rules read.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::report::{
-    Bound, Culprit, CulpritKind, Evidence, ExpectedGain, Finding, LockReport, Report,
+    Bound, Culprit, CulpritKind, Evidence, ExpectedGain, Finding, LockReport, Release, Report,
+    WaitClass, WaitSite,
 };
 
 /// `value` must be at least `threshold`.
@@ -125,4 +128,106 @@ fn is_runtime(function: &str) -> bool {
         || function.contains("pthread_mutex")
         || function.contains("pthread_rwlock")
         || function.contains("pthread_cond")
+}
+
+/// A contended thing as the lock rules judge it: the wait sites classed
+/// contention, gathered by the lock they wait on when they share one (the
+/// callers of one global lock are one unit), else by the wait wrapper they
+/// go through (per-waiter semaphores behind one lock function), else alone.
+pub struct Unit<'a> {
+    /// The lock's display name, or the site's.
+    pub name: String,
+    pub sites: Vec<&'a WaitSite>,
+    pub wait_ns: f64,
+    pub waiters: BTreeSet<u32>,
+    pub processes: u32,
+    pub futile: u64,
+}
+
+impl Unit<'_> {
+    /// Share of its waiters' time spent waiting here.
+    pub fn waiting_share(&self, r: &Report) -> f64 {
+        ratio(self.wait_ns, wall_ns(r) * self.waiters.len().max(1) as f64)
+    }
+
+    /// The biggest site's top stack.
+    pub fn frames(&self) -> Vec<String> {
+        self.sites
+            .first()
+            .and_then(|s| s.stacks.first())
+            .map(|s| s.frames.clone())
+            .unwrap_or_default()
+    }
+
+    /// The release that ended most of its waiting.
+    pub fn top_release(&self) -> Option<&Release> {
+        self.sites
+            .iter()
+            .flat_map(|s| &s.releases)
+            .max_by_key(|r| r.wait_ns)
+    }
+
+    /// Waiters in several processes woken by a signal or a write to a
+    /// latch: a lock of the program's own, handed over across processes.
+    pub fn cross_process_handoff(&self) -> Option<&Release> {
+        let top = self.top_release()?;
+        let latch = top.mechanism == "signal" || top.mechanism.starts_with("write");
+        (self.processes >= 2 && top.in_target && latch).then_some(top)
+    }
+
+    /// The distinct functions that wait on it (short names).
+    pub fn callers(&self) -> Vec<String> {
+        let mut out: Vec<String> = vec![];
+        for s in &self.sites {
+            let f = crate::stacks::frame::short_function(&s.function);
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        }
+        out
+    }
+}
+
+/// The contended units of a report, most waiting first.
+pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
+    let mut units: BTreeMap<String, Unit<'_>> = BTreeMap::new();
+    for s in r.waits.iter().filter(|s| s.class == WaitClass::Contention) {
+        let name = match (s.locks.first(), s.via.first()) {
+            (Some(lock), _) if s.lock_words <= 2 => lock.clone(),
+            (_, Some(_)) => format!("wait:{}", s.via[0]),
+            _ => crate::analyze::waits::display(s),
+        };
+        let u = units.entry(name.clone()).or_insert_with(|| Unit {
+            name,
+            sites: vec![],
+            wait_ns: 0.0,
+            waiters: BTreeSet::new(),
+            processes: 0,
+            futile: 0,
+        });
+        u.sites.push(s);
+        u.wait_ns += s.wait_ns as f64;
+        u.waiters.extend(&s.waiter_tids);
+        u.processes = u.processes.max(s.processes);
+        u.futile += s.futile;
+    }
+    let mut out: Vec<Unit<'_>> = units.into_values().collect();
+    for u in &mut out {
+        u.sites.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns));
+        // A unit gathered by wrapper is named by its biggest site.
+        if u.name.starts_with("wait:") {
+            u.name = crate::analyze::waits::display(u.sites[0]);
+        }
+    }
+    out.sort_by(|a, b| b.wait_ns.total_cmp(&a.wait_ns).then(a.name.cmp(&b.name)));
+    out
+}
+
+/// Time waited at all contended sites.
+pub fn contended_site_wait_ns(r: &Report) -> f64 {
+    r.waits
+        .iter()
+        .filter(|s| s.class == WaitClass::Contention)
+        .map(|s| s.wait_ns as f64)
+        .sum()
 }

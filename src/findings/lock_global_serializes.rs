@@ -1,94 +1,92 @@
-//! `lock.global-serializes` (Zabbix): one lock, shared by many threads or
-//! processes doing otherwise independent work, keeps them queued most of
-//! their time: they sit idle while throughput is capped by one holder at a
-//! time. The remedy is to shard what the lock protects (by item, key or
-//! queue) and to take the lock out of paths that rarely need it.
-
-use std::collections::BTreeMap;
+//! `lock.global-serializes` (Zabbix; an interpreter's global lock): one
+//! lock serialises the program's threads or processes. Several of them have
+//! work and want to run, CPUs sit idle, and they queue at one contended
+//! place — whatever the primitive: a mutex, a semaphore, a condition
+//! variable used as a lock (a GIL), per-waiter parkers. Throughput is that
+//! of one holder at a time. The remedy is to shard what the lock protects
+//! and to take it out of paths that rarely need it.
+//!
+//! Judged on contention units (wait sites classed contention, gathered by
+//! the lock they share): the class already says the waiters have work and
+//! take turns; this rule adds that the CPUs could have run more of them.
+//! A lock of the program's own handed over across processes by signals or
+//! latches is `lock.contended-site`'s, which names that hand-over.
 
 use super::common::*;
-use crate::report::{Finding, Report};
+use crate::report::{Culprit, CulpritKind, Finding, Report};
 
 pub const ID: &str = "lock.global-serializes";
-/// Threads (or processes) queuing on the lock.
-pub const MIN_THREADS: f64 = 4.0;
+/// Threads (or processes) queuing on it.
+pub const MIN_THREADS: f64 = 3.0;
 /// Share of those threads' time spent waiting for it.
 pub const MIN_WAITING_SHARE: f64 = 0.5;
-/// The lock's share of all waiting on contended locks.
-pub const MIN_SHARE_OF_LOCK_WAIT: f64 = 0.5;
-/// Distinct functions taking it: independent work funnelled through it.
-pub const MIN_CALLERS: f64 = 2.0;
+/// Its share of all waiting at contended sites.
+pub const MIN_SHARE_OF_CONTENDED_WAIT: f64 = 0.5;
+/// CPUs left idle while they queue: of the CPUs the waiters could use
+/// (as many as there are CPUs, or waiters if fewer), those not used.
+pub const MIN_IDLE_CPUS: f64 = 0.5;
 
 pub fn check(r: &Report) -> Vec<Finding> {
-    let all_wait = r.contended_wait_ns();
-    r.locks
-        .iter()
-        .filter(|l| l.contention)
-        .filter_map(|l| {
-            let waiting = waiting_share(r, l);
-            // Waiting acquisitions by the function that takes the lock.
-            let mut callers: BTreeMap<&str, u64> = BTreeMap::new();
-            for s in &l.waiter_stacks {
-                if let Some(c) = caller_above_wrapper(&s.frames) {
-                    *callers.entry(c).or_default() += s.count;
-                }
-            }
-            let mut ranked: Vec<(&str, u64)> = callers.into_iter().collect();
-            ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-            let names: Vec<&str> = ranked.iter().map(|c| c.0).collect();
-            let per_thread_wait = l.wait_ns as f64 / f64::from(l.threads.max(1));
-            let who = if l.pids.len() > 1 {
-                format!("{} processes", l.pids.len())
+    let all_wait = contended_site_wait_ns(r);
+    let cpus = if r.summary.cpus > 0 {
+        f64::from(r.summary.cpus)
+    } else {
+        f64::INFINITY
+    };
+    contention_units(r)
+        .into_iter()
+        .filter(|u| u.cross_process_handoff().is_none())
+        .filter_map(|u| {
+            let waiting = u.waiting_share(r);
+            let threads = u.waiters.len() as f64;
+            let idle_cpus = cpus.min(threads) - r.summary.cpus_used;
+            let callers = u.callers();
+            let who = if u.processes > 1 {
+                format!("{} processes", u.processes)
             } else {
-                format!("{} threads", l.threads)
+                format!("{} threads", u.waiters.len())
             };
             Draft {
                 id: ID,
                 title: format!(
-                    "{} serializes {who}: they wait for it {:.0}% of their time",
-                    l.display_name(),
-                    waiting * 100.0
+                    "{} serializes {who}: they wait for it {:.0}% of their time while {:.1} CPUs idle",
+                    u.name,
+                    waiting * 100.0,
+                    idle_cpus.max(0.0)
                 ),
                 severity: waiting,
                 evidence: vec![
-                    at_least("waiting_threads", f64::from(l.threads), MIN_THREADS),
+                    at_least("waiting_threads", threads, MIN_THREADS),
                     at_least("waiting_share", waiting, MIN_WAITING_SHARE),
                     at_least(
-                        "share_of_lock_wait",
-                        ratio(l.wait_ns as f64, all_wait),
-                        MIN_SHARE_OF_LOCK_WAIT,
+                        "share_of_contended_wait",
+                        ratio(u.wait_ns, all_wait),
+                        MIN_SHARE_OF_CONTENDED_WAIT,
                     ),
-                    at_least("distinct_callers", names.len() as f64, MIN_CALLERS),
+                    at_least("idle_cpus", idle_cpus, MIN_IDLE_CPUS),
                 ],
-                culprit: lock_culprit(l),
+                culprit: Culprit {
+                    kind: CulpritKind::Lock,
+                    name: u.name.clone(),
+                    frames: u.frames(),
+                },
                 remedy: format!(
-                    "One lock funnels independent work ({}) through one holder at a time. Shard \
-                     what it protects: one lock per queue or partition chosen by key (e.g. \
-                     itemid % N), so workers on different keys never meet; and take the lock out \
-                     of paths that rarely need it (resolve rarely-changing values once, or read \
-                     them from a copy, instead of locking for every item).",
-                    names.join(", ")
+                    "One lock funnels independent work ({}) through one holder at a time, so the \
+                     program runs no faster than one thread. Shard what it protects: one lock \
+                     per queue or partition chosen by key (e.g. itemid % N), so workers on \
+                     different keys never meet; take the lock out of paths that rarely need it \
+                     (resolve rarely-changing values once, or read them from a copy); for an \
+                     interpreter's global lock, run the CPU-bound work in processes or in \
+                     native code that releases the lock.",
+                    callers.join(", ")
                 ),
                 expected_gain: wall_gain(
                     r,
-                    per_thread_wait,
+                    u.wait_ns / threads.max(1.0),
                     "the wait in this lock per waiting thread: with disjoint shards it goes away",
                 ),
             }
             .fire()
         })
         .collect()
-}
-
-/// The function that takes the lock, above the program's own lock wrapper
-/// (`zbx_mutex_lock`, `ns_lock`): the work that needs it.
-fn caller_above_wrapper(frames: &[String]) -> Option<&str> {
-    let own: Vec<&str> = frames
-        .iter()
-        .map(|f| function(f))
-        .skip_while(|f| caller(&[f.to_string()]).is_none())
-        .collect();
-    own.iter()
-        .copied()
-        .find(|f| !f.to_ascii_lowercase().contains("lock"))
 }

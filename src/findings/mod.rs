@@ -8,7 +8,9 @@
 //! why it fired and by how much.
 
 mod common;
+pub mod lock_contended_site;
 pub mod lock_exclusive_hot;
+pub mod lock_futile_churn;
 pub mod lock_global_serializes;
 pub mod lock_handoff_churn;
 pub mod poll_low_readiness;
@@ -22,7 +24,9 @@ use crate::report::{Finding, Report};
 type Rule = fn(&Report) -> Vec<Finding>;
 
 const RULES: &[Rule] = &[
+    lock_contended_site::check,
     lock_exclusive_hot::check,
+    lock_futile_churn::check,
     lock_global_serializes::check,
     lock_handoff_churn::check,
     poll_low_readiness::check,
@@ -39,8 +43,9 @@ const SYMPTOMS: &[&str] = &[sched_oversubscribed::ID];
 
 /// Rules whose remedy a more specific finding on the same culprit
 /// includes: a read-mostly lock made shared, or a global lock sharded,
-/// stops churning too. They follow that finding.
-const GENERAL: &[&str] = &[lock_handoff_churn::ID];
+/// stops churning too, and any lock finding says it is contended. They
+/// follow that finding.
+const GENERAL: &[&str] = &[lock_handoff_churn::ID, lock_contended_site::ID];
 
 /// Every finding of every rule, causes first, then most at stake first.
 pub fn analyse(r: &Report) -> Vec<Finding> {

@@ -5,11 +5,15 @@
 //!
 //! Wake-ups by exits (joins) and by the kernel (timers, interrupts) are left
 //! out: those waits end on time or at the end, not on another thread's work.
+//! So are wake-ups of threads that are not real consumers: only threads
+//! waiting for work at a site where they also work between waits count
+//! (an idle pool woken once at start-up, or a supervisor, paces nothing),
+//! and each must have been woken several times.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::common::*;
-use crate::report::{Culprit, CulpritKind, Finding, Report, WakeupReport};
+use crate::report::{Culprit, CulpritKind, Finding, Report, WaitClass, WakeupReport};
 
 pub const ID: &str = "wait.bottleneck";
 /// The thread's share of all waiting that other threads' wake-ups ended.
@@ -18,9 +22,34 @@ pub const MIN_SHARE_OF_ENDED_WAIT: f64 = 0.5;
 pub const MIN_THREADS_WOKEN: f64 = 2.0;
 /// Threads waiting on it, on average over the run.
 pub const MIN_WAITING_THREADS: f64 = 0.5;
+/// A consumer's CPU time over its time in the run, at its wait site: it
+/// works between waits.
+pub const MIN_CONSUMER_BUSY: f64 = 0.05;
+/// Wake-ups of one consumer by the producer: handed work again and again.
+pub const MIN_WAKES_PER_CONSUMER: u64 = 10;
 
 fn counts(w: &WakeupReport) -> bool {
-    w.mechanism != "exit" && !w.mechanism.starts_with("kernel") && w.waker_tid != w.woken_tid
+    w.mechanism != "exit"
+        && !w.mechanism.starts_with("kernel")
+        && w.waker_tid != w.woken_tid
+        && w.count >= MIN_WAKES_PER_CONSUMER
+}
+
+/// Threads that wait for work and work between waits; None for a report
+/// with no wait sites (written before kerntax had them): every thread.
+fn consumers(r: &Report) -> Option<BTreeSet<u32>> {
+    if r.waits.is_empty() {
+        return None;
+    }
+    Some(
+        r.waits
+            .iter()
+            .filter(|s| {
+                s.class == WaitClass::WaitingForWork && s.waiter_cpu_share >= MIN_CONSUMER_BUSY
+            })
+            .flat_map(|s| s.waiter_tids.iter().copied())
+            .collect(),
+    )
 }
 
 #[derive(Default)]
@@ -35,7 +64,13 @@ struct Waker<'a> {
 pub fn check(r: &Report) -> Vec<Finding> {
     let mut wakers: BTreeMap<u32, Waker> = BTreeMap::new();
     let mut total = 0.0;
-    for w in r.wakeups.iter().filter(|w| counts(w)) {
+    let consumers = consumers(r);
+    let consumer = |tid: u32| consumers.as_ref().is_none_or(|c| c.contains(&tid));
+    for w in r
+        .wakeups
+        .iter()
+        .filter(|w| counts(w) && consumer(w.woken_tid))
+    {
         total += w.wait_ns as f64;
         let k = wakers.entry(w.waker_tid).or_default();
         k.comm = &w.waker_comm;
