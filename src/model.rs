@@ -30,6 +30,9 @@ pub struct SyscallCounters {
     pub samples_deferred: u64,
     /// Positive return values summed (bytes moved, for read and write).
     pub ret_sum: u64,
+    /// Bytes asked for by the data calls with a length argument (read,
+    /// write, pread64, pwrite64, sendto, recvfrom).
+    pub req_sum: u64,
     /// Slot i: calls with 2^i <= latency_ns < 2^(i+1).
     pub hist_log2_ns: Vec<u64>,
 }
@@ -44,6 +47,7 @@ impl SyscallCounters {
         self.samples += other.samples;
         self.samples_deferred += other.samples_deferred;
         self.ret_sum += other.ret_sum;
+        self.req_sum += other.req_sum;
         add_hist(&mut self.hist_log2_ns, &other.hist_log2_ns);
     }
 }

@@ -206,7 +206,11 @@ struct ReleaseAcc {
 
 #[derive(Default)]
 struct SiteAcc {
+    /// The wrappers of the heaviest stack (see `vias`).
     via: Vec<String>,
+    /// Time by wrapper chain: a site waits through the chain most of its
+    /// time went through.
+    vias: BTreeMap<Vec<String>, f64>,
     ns: f64,
     count: f64,
     timed_out: f64,
@@ -295,9 +299,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         let count = s.tally.count as f64 * fcount;
         let name = syscall_name(s.key.nr);
         let a = sites.entry(site.clone()).or_default();
-        if a.via.is_empty() {
-            a.via = via;
-        }
+        *a.vias.entry(via).or_default() += ns;
         a.ns += ns;
         a.count += count;
         a.samples += s.tally.samples;
@@ -353,14 +355,21 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         let (site, via) = site_of(&l.frames, l.runtime, WAIT_WORDS);
         let exact = inp.futile.get(&l.key).copied().unwrap_or(0) as f64;
         let f = exact / sampled_futile[&l.key].max(1) as f64;
-        let a = sites.entry(site).or_insert_with(|| SiteAcc {
-            via,
-            ..Default::default()
-        });
+        let a = sites.entry(site).or_default();
+        // Futile calls weigh as one microsecond each in choosing the chain.
+        *a.vias.entry(via).or_default() += l.futile as f64 * f * 1e3;
         a.futile += l.futile as f64 * f;
         a.locks.insert(l.key);
     }
     let usage: HashMap<u32, &ThreadUsage> = inp.threads.iter().map(|t| (t.tid, t)).collect();
+    for a in sites.values_mut() {
+        a.via = a
+            .vias
+            .iter()
+            .max_by(|x, y| x.1.total_cmp(y.1).then(y.0.cmp(x.0)))
+            .map(|(v, _)| v.clone())
+            .unwrap_or_default();
+    }
     let mut families: HashMap<String, BTreeSet<u32>> = HashMap::new();
     for (function, a) in &sites {
         families

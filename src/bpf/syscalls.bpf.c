@@ -378,6 +378,8 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 		__sync_fetch_and_add(&tot->syscalls, 1);
 	t->nr = nr;
 	t->lock_op = KT_LOCK_OP_NONE;
+	/* read, write, pread64, pwrite64, sendto, recvfrom: length in rdx. */
+	t->req_bytes = nr <= 1 || nr == 17 || nr == 18 || nr == 44 || nr == 45 ? regs->dx : 0;
 	if (nr == KT_NR_SCHED_YIELD)
 		t->yields++;
 	/* Lock operations and poll-family calls are sampled at their exit
@@ -486,6 +488,7 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 	st->hist_log2_ns[slot]++;
 	if (ret > 0)
 		st->ret_sum += ret;
+	st->req_sum += t->req_bytes;
 	if (ret < 0 && ret >= -4095) {
 		struct kt_errno_key key = { .nr = nr, .err = -ret };
 		__u64 one = 1, *count;

@@ -44,6 +44,7 @@ struct kt_syscall_stats {
 	__u64 sample_carry;     /* calls of samples deferred while the ring buffer was busy */
 	__u64 samples_deferred;
 	__u64 ret_sum;     /* positive return values summed: bytes, for read/write */
+	__u64 req_sum;     /* bytes asked for, for the data calls with a length argument */
 	__u64 hist_log2_ns[KT_HIST_SLOTS];
 };
 
@@ -68,6 +69,7 @@ struct kt_task {
 	struct kt_wakeup_key waker;
 	__u32 poll_fds;          /* fds the poll-family call in flight waits on */
 	__u32 _pad3;
+	__u64 req_bytes;         /* the length argument of the data call in flight */
 	__u64 last_wake_ns;      /* when the last sleep was ended by a wake-up ... */
 	struct kt_waker_ref last_waker; /* ... and by whom */
 	__u64 yields;            /* sched_yield calls */

@@ -467,6 +467,7 @@ fn syscall_counters(nr: u32, bytes: &[u8]) -> SyscallCounters {
         samples: s.samples,
         samples_deferred: s.samples_deferred,
         ret_sum: s.ret_sum,
+        req_sum: s.req_sum,
         hist_log2_ns: s.hist_log2_ns.to_vec(),
     }
 }

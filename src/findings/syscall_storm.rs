@@ -5,8 +5,11 @@
 //! what remains is bookkeeping — signal masks, time, ids, file status,
 //! memory mapping — that can usually be made once, cached, or avoided.
 //!
-//! Calls that move data count too when each moves only a few bytes (`dd
-//! bs=1`, unbuffered output): then the calls, not the data, are the work.
+//! Calls that move data count too when each asks for only a few bytes
+//! (`dd bs=1`, unbuffered output) and the threads make them back to back,
+//! busy: the buffer, not the data, sets the rate. (A server reading small
+//! requests into a big buffer moves what arrives: its rate is its
+//! clients'.)
 //!
 //! `rt_sigprocmask` from `getcontext`/`setcontext`/`swapcontext` is named as
 //! such: those save and restore the signal mask on every context switch.
@@ -23,12 +26,28 @@ pub const MIN_CALL_SHARE: f64 = 0.5;
 pub const MIN_SYSTEM_SHARE: f64 = 0.2;
 /// Mean time per call: cheap calls, made too often.
 pub const MAX_MEAN_NS: f64 = 20_000.0;
-/// A data call moving at most this many bytes on average moves too little
-/// for its cost (a syscall costs as much as copying a few kilobytes).
+/// A data call asking for at most this many bytes on average moves too
+/// little for its cost (a syscall costs as much as copying a few kilobytes).
 pub const MAX_BYTES_PER_CALL: f64 = 64.0;
 /// Calls of one syscall as a share of all calls, for data calls (reads and
 /// writes come in pairs, so each is at most half).
 pub const MIN_DATA_CALL_SHARE: f64 = 0.3;
+/// For data calls: the active threads' CPU time over their wall time.
+pub const MIN_BUSY_SHARE: f64 = 0.5;
+/// A thread is active with at least this share of the run on CPU.
+const ACTIVE_SHARE: f64 = 0.01;
+
+/// CPU time of the threads that ran over their time in the run.
+fn busy_share(r: &Report) -> f64 {
+    let wall = wall_ns(r);
+    let active: Vec<f64> = r
+        .threads
+        .iter()
+        .map(|t| (t.user_ns + t.sys_ns) as f64)
+        .filter(|&c| c >= wall * ACTIVE_SHARE)
+        .collect();
+    ratio(active.iter().sum(), wall * active.len() as f64)
+}
 
 /// Calls whose rate is work or waiting, judged by other rules.
 const NOT_BOOKKEEPING: &[&str] = &[
@@ -116,10 +135,15 @@ pub fn check(r: &Report) -> Vec<Finding> {
             ];
             let mut title = format!("{} is called {} times a second{at}", s.name, short(rate));
             if data {
-                let per_call = ratio(s.bytes as f64, s.calls as f64);
-                evidence.push(at_most("bytes_per_call", per_call, MAX_BYTES_PER_CALL));
+                let per_call = ratio(s.bytes_requested as f64, s.calls as f64);
+                evidence.push(at_most(
+                    "requested_bytes_per_call",
+                    per_call,
+                    MAX_BYTES_PER_CALL,
+                ));
+                evidence.push(at_least("busy_share", busy_share(r), MIN_BUSY_SHARE));
                 title = format!(
-                    "{} moves {per_call:.1} bytes per call, {} times a second{at}",
+                    "{} asks for {per_call:.1} bytes per call, {} times a second{at}",
                     s.name,
                     short(rate)
                 );
@@ -158,7 +182,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
 
 /// A data call that moves few bytes per call.
 fn tiny_transfers(s: &SyscallReport) -> bool {
-    crate::names::moves_data(&s.name) && ratio(s.bytes as f64, s.calls as f64) <= MAX_BYTES_PER_CALL
+    s.bytes_requested > 0 && ratio(s.bytes_requested as f64, s.calls as f64) <= MAX_BYTES_PER_CALL
 }
 
 /// `swapcontext` if the top call site runs through one of the ucontext calls.

@@ -514,6 +514,7 @@ pub(crate) fn storm(
         errnos: Default::default(),
         total_ns: (mean_ns * calls as f64) as u64,
         bytes: 0,
+        bytes_requested: 0,
         max_ns: 0,
         hist_log2_ns: vec![],
         unfinished: 0,
@@ -557,11 +558,15 @@ fn syscall_storm_thresholds() {
     ));
     assert!(!fired(rule, &storm(s, ok.0, ok.1, ok.2, MAX_MEAN_NS * UP)));
     // Moving data or waiting is work, judged by other rules...
-    let writes = |bytes_per_call: f64, share: f64| {
+    let writes_busy = |bytes_per_call: f64, share: f64, busy: f64| {
         let mut r = storm("write", ok.0, share, ok.2, ok.3);
-        r.syscalls[0].bytes = (bytes_per_call * r.syscalls[0].calls as f64) as u64;
+        r.syscalls[0].bytes_requested = (bytes_per_call * r.syscalls[0].calls as f64) as u64;
+        r.threads.truncate(1);
+        r.threads[0].user_ns = (busy * WALL as f64) as u64;
+        r.threads[0].sys_ns = 0;
         r
     };
+    let writes = |bytes_per_call: f64, share: f64| writes_busy(bytes_per_call, share, 1.0);
     assert!(!fired(rule, &writes(4096.0, ok.1)));
     assert!(!fired(rule, &storm("futex", ok.0, ok.1, ok.2, ok.3)));
     // ... unless each call moves only a few bytes (issue #10: dd bs=1,
@@ -578,8 +583,20 @@ fn syscall_storm_thresholds() {
         rule,
         &writes(MAX_BYTES_PER_CALL * DOWN, MIN_DATA_CALL_SHARE * DOWN)
     ));
+    // A server reading small requests between waits for its clients.
+    let small = MAX_BYTES_PER_CALL * DOWN;
+    let data = MIN_DATA_CALL_SHARE * UP;
+    assert!(fired(rule, &writes_busy(small, data, MIN_BUSY_SHARE * UP)));
+    assert!(!fired(
+        rule,
+        &writes_busy(small, data, MIN_BUSY_SHARE * DOWN)
+    ));
     let tiny = &check(&writes(1.0, 0.5))[0];
-    assert!(tiny.title.contains("1.0 bytes per call"), "{}", tiny.title);
+    assert!(
+        tiny.title.contains("asks for 1.0 bytes per call"),
+        "{}",
+        tiny.title
+    );
     assert!(tiny.remedy.contains("large blocks"), "{}", tiny.remedy);
     let f = &check(&storm(s, 2e6, 1.0, 0.8, 160.0))[0];
     assert!(f.remedy.starts_with("swapcontext saves"), "{}", f.remedy);

@@ -12,11 +12,12 @@ const LOCKS_WITH_STACKS: usize = 3;
 const STACKS_PER_SIDE: usize = 2;
 
 fn title(l: &LockReport) -> String {
-    let what = match (&l.symbol, l.semid, &l.address) {
-        (Some(sym), _, _) => sym.clone(),
-        (None, Some(semid), _) => format!("semid {semid} sem {}", l.semnum.unwrap_or(0)),
-        (None, None, Some(addr)) => addr.clone(),
-        (None, None, None) => "?".to_string(),
+    let what = match (&l.symbol, l.semid, &l.role, &l.address) {
+        (Some(sym), _, _, _) => sym.clone(),
+        (None, Some(semid), _, _) => format!("semid {semid} sem {}", l.semnum.unwrap_or(0)),
+        (None, None, Some(role), _) => format!("in {role}"),
+        (None, None, None, Some(addr)) => addr.clone(),
+        (None, None, None, None) => "?".to_string(),
     };
     match &l.mapping {
         Some(m) => format!("{what} ({}, {m})", l.kind.name()),

@@ -13,6 +13,9 @@ use crate::stacks::frame::short_function;
 const SITES_SHOWN: usize = 8;
 /// Sites whose stacks and release side are shown.
 const SITES_WITH_STACKS: usize = 2;
+/// Contended sites keeping at least this many threads waiting on average
+/// get their evidence shown too.
+const MIN_EXPLAINED_THREADS: f64 = 0.05;
 
 fn release(r: &Release) -> String {
     let who = if r.from_waiters {
@@ -73,7 +76,8 @@ pub(crate) fn waits(r: &Report, out: &mut String) {
             s.waiting_threads,
             duration(s.wait_ns)
         );
-        let important = i < SITES_WITH_STACKS || s.class == WaitClass::Contention;
+        let important = i < SITES_WITH_STACKS
+            || (s.class == WaitClass::Contention && s.waiting_threads >= MIN_EXPLAINED_THREADS);
         if !important {
             continue;
         }

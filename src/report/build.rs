@@ -158,6 +158,7 @@ pub fn build(inp: Inputs) -> Report {
                 } else {
                     0
                 },
+                bytes_requested: c.req_sum,
                 max_ns: c.max_ns,
                 hist_log2_ns: hist,
                 unfinished: c.calls.saturating_sub(c.returns),

@@ -224,6 +224,10 @@ pub struct SyscallReport {
     /// their positive return values summed.
     #[serde(default)]
     pub bytes: u64,
+    /// Bytes asked for (the length argument), for read, write, pread64,
+    /// pwrite64, sendto and recvfrom; 0 for the others.
+    #[serde(default)]
+    pub bytes_requested: u64,
     pub max_ns: u64,
     /// Entry i counts calls with 2^i <= latency_ns < 2^(i+1) (i = 0 also
     /// holds 0 ns); trailing empty buckets are omitted.
