@@ -137,9 +137,19 @@ pub struct Inputs<'a> {
     pub duration_ns: u64,
 }
 
+/// A frame with no function name (`pigz+0x11322`, `[unknown] 0x12`).
+fn unnamed(function: &str) -> bool {
+    function.starts_with('[')
+        || function
+            .rsplit_once("+0x")
+            .is_some_and(|(m, off)| !m.contains(' ') && off.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
 /// The site a stack waits at: (function, wrappers innermost first), from
 /// the first own frame past the runtime's; wrappers are own frames whose
-/// name has one of `wrapper_words`.
+/// name has one of `wrapper_words`. The first unnamed own frame (a stripped
+/// binary's static function) may be a wrapper too, shared by waits of
+/// different kinds: it counts as one, and its caller is the site.
 pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (String, Vec<String>) {
     let own: Vec<&str> = frames.iter().skip(runtime).map(|f| function(f)).collect();
     if own.is_empty() {
@@ -148,9 +158,10 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
         return (name.to_string(), vec![]);
     }
     let mut via = vec![];
-    for f in own.iter().take(MAX_WRAPPERS) {
-        let wrapper = words(f).iter().any(|w| wrapper_words.contains(&w.as_str()));
-        if !wrapper {
+    for (i, f) in own.iter().take(MAX_WRAPPERS).enumerate() {
+        let named_wrapper = words(f).iter().any(|w| wrapper_words.contains(&w.as_str()));
+        let unnamed_first = i == 0 && unnamed(f) && own.len() > 1;
+        if !named_wrapper && !unnamed_first {
             return (f.to_string(), via);
         }
         via.push(f.to_string());
@@ -232,14 +243,6 @@ struct SiteAcc {
     by_tid: HashMap<u32, f64>,
     /// Time asleep per lock word.
     by_lock: HashMap<LockKey, f64>,
-}
-
-impl SiteAcc {
-    /// Sites behind one wait wrapper are one family: threads waiting in
-    /// `LWLockAcquire` from different callers take turns at the same locks.
-    fn family<'a>(&'a self, function: &'a str) -> &'a str {
-        self.via.first().map_or(function, String::as_str)
-    }
 }
 
 /// Per (tid, nr, lock): exact (ns, count) over sampled (ns, count).
@@ -370,13 +373,6 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             .map(|(v, _)| v.clone())
             .unwrap_or_default();
     }
-    let mut families: HashMap<String, BTreeSet<u32>> = HashMap::new();
-    for (function, a) in &sites {
-        families
-            .entry(a.family(function).to_string())
-            .or_default()
-            .extend(&a.waiters);
-    }
     let wall = inp.duration_ns.max(1) as f64;
     let mut contended_ns: HashMap<u32, u64> = HashMap::new();
     let mut out: Vec<(WaitSite, Vec<LockKey>)> = sites
@@ -386,8 +382,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             let mut keys: Vec<(LockKey, f64)> = a.by_lock.iter().map(|(k, v)| (*k, *v)).collect();
             keys.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
             let keys: Vec<LockKey> = keys.into_iter().map(|k| k.0).collect();
-            let family = families[a.family(&function)].clone();
-            let site = site_report(function, a, inp, &usage, &pair_sites, &family, wall);
+            let site = site_report(function, a, inp, &usage, &pair_sites, wall);
             if site.class == WaitClass::Contention {
                 for (tid, ns) in by_tid {
                     *contended_ns.entry(tid).or_default() += ns.round() as u64;
@@ -430,7 +425,6 @@ fn site_report(
     inp: &Inputs<'_>,
     usage: &HashMap<u32, &ThreadUsage>,
     pair_sites: &HashMap<(u32, u32), BTreeMap<String, f64>>,
-    family: &BTreeSet<u32>,
     wall: f64,
 ) -> WaitSite {
     // The waiters' CPU over their time in the run (a thread's time is the
@@ -446,7 +440,7 @@ fn site_report(
     let turns_ns: f64 = a
         .woken_by
         .iter()
-        .filter(|(w, _)| family.contains(w))
+        .filter(|(w, _)| a.waiters.contains(w))
         .map(|(_, ns)| ns)
         .sum();
     let turns_share = if a.woken_ns > 0.0 {
@@ -459,7 +453,7 @@ fn site_report(
         .releases
         .into_iter()
         .map(|(mechanism, r)| {
-            let from_waiters = r.in_target && r.from_waiters(family);
+            let from_waiters = r.in_target && r.from_waiters(&a.waiters);
             let stacks = release_stacks(&r, &function, inp, pair_sites);
             let site = stacks
                 .first()

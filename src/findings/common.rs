@@ -159,12 +159,15 @@ impl Unit<'_> {
             .unwrap_or_default()
     }
 
-    /// The release that ended most of its waiting.
+    /// The release that ended most of its waiting, from the target if
+    /// any did (a timer only ends the timed waits of a lock handed over by
+    /// its holder).
     pub fn top_release(&self) -> Option<&Release> {
-        self.sites
-            .iter()
-            .flat_map(|s| &s.releases)
+        let all = || self.sites.iter().flat_map(|s| &s.releases);
+        all()
+            .filter(|r| r.in_target)
             .max_by_key(|r| r.wait_ns)
+            .or_else(|| all().max_by_key(|r| r.wait_ns))
     }
 
     /// Waiters in several processes woken by a signal or a write to a

@@ -18,8 +18,9 @@ use crate::report::{Culprit, CulpritKind, Finding, Report};
 pub const ID: &str = "lock.global-serializes";
 /// Threads (or processes) queuing on it.
 pub const MIN_THREADS: f64 = 3.0;
-/// Share of those threads' time spent waiting for it.
-pub const MIN_WAITING_SHARE: f64 = 0.5;
+/// Threads queued on it on average over the run: one or more always
+/// waiting while one holds it.
+pub const MIN_QUEUED_THREADS: f64 = 1.0;
 /// Its share of all waiting at contended sites.
 pub const MIN_SHARE_OF_CONTENDED_WAIT: f64 = 0.5;
 /// CPUs left idle while they queue: of the CPUs the waiters could use
@@ -38,6 +39,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
         .filter(|u| u.cross_process_handoff().is_none())
         .filter_map(|u| {
             let waiting = u.waiting_share(r);
+            let queued = ratio(u.wait_ns, wall_ns(r));
             let threads = u.waiters.len() as f64;
             let idle_cpus = cpus.min(threads) - r.summary.cpus_used;
             let callers = u.callers();
@@ -49,15 +51,14 @@ pub fn check(r: &Report) -> Vec<Finding> {
             Draft {
                 id: ID,
                 title: format!(
-                    "{} serializes {who}: they wait for it {:.0}% of their time while {:.1} CPUs idle",
+                    "{} serializes {who}: {queued:.1} of them wait for it at any time while {:.1} CPUs idle",
                     u.name,
-                    waiting * 100.0,
                     idle_cpus.max(0.0)
                 ),
                 severity: waiting,
                 evidence: vec![
                     at_least("waiting_threads", threads, MIN_THREADS),
-                    at_least("waiting_share", waiting, MIN_WAITING_SHARE),
+                    at_least("queued_threads", queued, MIN_QUEUED_THREADS),
                     at_least(
                         "share_of_contended_wait",
                         ratio(u.wait_ns, all_wait),

@@ -64,6 +64,9 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
                 .iter()
                 .any(|g| !general(g) && g.culprit.name == f.culprit.name)
     };
+    // Saying a lock is contended adds nothing to a finding that says how.
+    let repeats = |f: &Finding| f.id == lock_contended_site::ID && subsumed(f, &all);
+    let all: Vec<Finding> = all.iter().filter(|f| !repeats(f)).cloned().collect();
     let (later, mut ranked): (Vec<Finding>, Vec<Finding>) =
         all.iter().cloned().partition(|f| subsumed(f, &all));
     for f in later {

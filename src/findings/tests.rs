@@ -182,13 +182,16 @@ fn global_serializes_thresholds() {
     let rule: Rule = check;
     let (t, w, s, used) = (
         MIN_THREADS as u32,
-        MIN_WAITING_SHARE * UP,
+        MIN_QUEUED_THREADS * UP / MIN_THREADS,
         MIN_SHARE_OF_CONTENDED_WAIT * UP,
         2.0 - MIN_IDLE_CPUS * UP,
     );
     assert!(fired(rule, &global(t, w, s, used)));
     assert!(!fired(rule, &global(t - 1, w, s, used)));
-    assert!(!fired(rule, &global(t, MIN_WAITING_SHARE * DOWN, s, used)));
+    assert!(!fired(
+        rule,
+        &global(t, MIN_QUEUED_THREADS * DOWN / MIN_THREADS, s, used)
+    ));
     assert!(!fired(
         rule,
         &global(t, w, MIN_SHARE_OF_CONTENDED_WAIT * DOWN, used)

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::common::*;
-use crate::report::{Culprit, CulpritKind, Finding, Report, WaitClass, WakeupReport};
+use crate::report::{Culprit, CulpritKind, Finding, OffCpuReason, Report, WaitClass, WakeupReport};
 
 pub const ID: &str = "wait.bottleneck";
 /// The thread's share of all waiting that other threads' wake-ups ended.
@@ -59,6 +59,41 @@ struct Waker<'a> {
     woken: BTreeSet<u32>,
     /// (wake-ups, frames) of its sampled stacks.
     top_stack: Option<(u64, &'a [String])>,
+}
+
+/// What the producer itself waits for: its largest off-CPU reason other
+/// than the run queue, and who ended those waits.
+fn own_wait(r: &Report, tid: u32) -> String {
+    let Some(t) = r.offcpu.iter().find(|t| t.tid == tid) else {
+        return "Look at what the thread itself waits for, too.".into();
+    };
+    let Some(top) = t
+        .reasons
+        .iter()
+        .filter(|x| x.reason != OffCpuReason::Involuntary)
+        .max_by_key(|x| x.ns)
+    else {
+        return "It never waits itself: its own work is the limit.".into();
+    };
+    let calls: Vec<&str> = top.syscalls.keys().map(String::as_str).collect();
+    let by = r
+        .wakeups
+        .iter()
+        .filter(|w| w.woken_tid == tid)
+        .max_by_key(|w| w.wait_ns)
+        .map_or(String::new(), |w| {
+            format!(", woken mostly by {} ({})", w.waker_comm, w.mechanism)
+        });
+    format!(
+        "It waits itself for {} of the run ({}{}){by}: that is what paces it.",
+        crate::render::text::duration(top.ns),
+        crate::render::sched_text::reason_name(top.reason),
+        if calls.is_empty() {
+            String::new()
+        } else {
+            format!(" in {}", calls.join(", "))
+        }
+    )
 }
 
 pub fn check(r: &Report) -> Vec<Finding> {
@@ -114,8 +149,9 @@ pub fn check(r: &Report) -> Vec<Finding> {
                      pace. Make its part faster or parallel: split its work across several \
                      producers, hand over work in batches, or let the waiting threads take \
                      work themselves (a shared queue or work stealing) instead of waiting for \
-                     it to be handed out. Look at what the thread itself waits for, too.",
-                    k.woken.len()
+                     it to be handed out. {}",
+                    k.woken.len(),
+                    own_wait(r, *tid)
                 ),
                 expected_gain: wall_gain(
                     r,

@@ -7,7 +7,7 @@ pub mod html;
 pub mod json;
 mod locks_text;
 pub mod pprof;
-mod sched_text;
+pub(crate) mod sched_text;
 pub mod text;
 mod waits_text;
 

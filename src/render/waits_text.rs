@@ -37,6 +37,16 @@ fn release(r: &Release) -> String {
     )
 }
 
+/// `s` cut to `width` characters, with `…` where it was cut.
+fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(width - 1).collect();
+    out.push('…');
+    out
+}
+
 pub(crate) fn waits(r: &Report, out: &mut String) {
     let shown: Vec<_> = r
         .waits
@@ -51,7 +61,7 @@ pub(crate) fn waits(r: &Report, out: &mut String) {
         "\n{:<44} {:<17} {:>9} {:>9} {:>9} {:>8} {:>7} {:>10}",
         "WAIT SITES (where threads wait)",
         "CLASS",
-        "WAITS",
+        "SLEEPS",
         "FUTILE",
         "TIMEOUTS",
         "WAITERS",
@@ -67,7 +77,7 @@ pub(crate) fn waits(r: &Report, out: &mut String) {
         let _ = writeln!(
             out,
             "{:<44} {:<17} {:>9} {:>9} {:>9} {:>8} {:>7.2} {:>10}",
-            display(s),
+            fit(&display(s), 44),
             s.class.name(),
             count(s.waits),
             count(s.futile),

@@ -417,7 +417,9 @@ pub struct WaitSite {
     #[serde(default)]
     pub locks: Vec<String>,
     /// Share of the woken waiting ended by threads that themselves wait
-    /// here (or behind the same wait wrapper): threads taking turns.
+    /// here: threads taking turns. (Not threads waiting behind the same
+    /// wrapper elsewhere: a pipeline's stages wait in one `wait_for` for
+    /// different things and wake each other without contending.)
     pub turns_share: f64,
     /// Who ended the waits, and how, most waiting ended first.
     pub releases: Vec<Release>,

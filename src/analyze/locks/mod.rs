@@ -45,9 +45,15 @@ pub struct LockSite {
     pub futile: u64,
 }
 
-/// Bytes within which futex words of one variable and one kind are one
-/// pthread object (a condvar is 48 bytes, a rwlock 56).
-const OBJECT_SPAN: u64 = 0x38;
+/// Bytes from an object's first futex word within which words of one
+/// variable (or one memory region) and one kind are that pthread object: a
+/// glibc condvar waits on words at +0x10..+0x2c of its 48 bytes, a rwlock
+/// on +0x0..+0xc; the next object's first word is further.
+const OBJECT_SPAN: u64 = 0x20;
+/// Offset of an object's last futex word from its start (a condvar's
+/// +0x2c): words this close to a variable's start belong to an object at
+/// its start, which the variable's name then names.
+const LAST_WORD_OFFSET: u64 = 0x30;
 
 /// Whether a kind's object has several futex words.
 fn multi_word(kind: LockKind) -> bool {
@@ -139,11 +145,26 @@ fn group_ids(
     let mut by_object: BTreeMap<String, Vec<(u64, LockKey)>> = BTreeMap::new();
     let mut out = HashMap::new();
     for (key, _) in locks {
-        match names.get(key).and_then(LockName::object) {
-            Some(obj) => by_object
-                .entry(obj)
-                .or_default()
-                .push((names[key].address.unwrap_or(0), *key)),
+        // Words with no variable (heap, stack) are grouped by the memory
+        // they are in.
+        let region = match key {
+            LockKey::Private { pid, .. } => Some(format!(
+                "{pid}:{}",
+                names
+                    .get(key)
+                    .and_then(|n| n.mapping.as_deref())
+                    .unwrap_or("?")
+            )),
+            LockKey::Shared { dev, ino, .. } => Some(format!("{dev}:{ino}")),
+            LockKey::SysV { .. } => None,
+        };
+        let addr = match key {
+            LockKey::Private { addr, .. } => *addr,
+            LockKey::Shared { offset, .. } => *offset,
+            LockKey::SysV { .. } => 0,
+        };
+        match names.get(key).and_then(LockName::object).or(region) {
+            Some(obj) => by_object.entry(obj).or_default().push((addr, *key)),
             None => {
                 out.insert(*key, format!("{key:?}"));
             }
@@ -252,7 +273,8 @@ pub fn build(
             // named by the variable itself.
             let (symbol, address) = match (&name.variable, g.keys.len()) {
                 (Some((var, at)), n)
-                    if n > 1 && name.address.unwrap_or(0).saturating_sub(*at) < OBJECT_SPAN =>
+                    if n > 1
+                        && name.address.unwrap_or(0).saturating_sub(*at) < LAST_WORD_OFFSET =>
                 {
                     (Some(var.clone()), Some(*at))
                 }

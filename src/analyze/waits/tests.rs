@@ -39,6 +39,21 @@ fn the_site_is_past_the_runtime_and_the_programs_own_wrappers() {
         .0,
         "start_thread"
     );
+    // A stripped binary's unnamed function may be a wrapper shared by waits
+    // of different kinds (pigz's wait_for): its caller is the site.
+    let stripped = frames(&[
+        "___pthread_cond_wait (pthread_cond_wait.c:618)",
+        "pigz+0x11322",
+        "pigz+0x7074",
+    ]);
+    assert_eq!(
+        site_of(&stripped, 1, WAIT_WORDS),
+        ("pigz+0x7074".to_string(), vec!["pigz+0x11322".to_string()])
+    );
+    assert_eq!(
+        site_of(&frames(&["x (libc.so.6)", "pigz+0x7074"]), 1, WAIT_WORDS).0,
+        "pigz+0x7074"
+    );
     // Only wrappers: the outermost is the site.
     assert_eq!(
         site_of(

@@ -1,0 +1,296 @@
+//! Issue #10: the real-program corpus (tests/real/NAME/run): unmodified
+//! programs from Debian packages under a load that shows one known problem
+//! (`bad`) and under one that does not (`healthy`). The right finding comes
+//! first with the right culprit on the bad variant, and the healthy one
+//! does not get it; idle pools, supervisors and start-up or teardown are
+//! never called contention or a bottleneck.
+//!
+//! Each script installs what it needs (Debian packages) and runs a few
+//! seconds on loopback only. They run one at a time (the suite runs with
+//! --test-threads=1): two at once on 2 CPUs would change what they show.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use kerntax::report::{Finding, Report, WaitClass};
+
+/// Runs `tests/real/NAME/run VARIANT` under this build's kerntax; the
+/// report and what the script printed.
+fn corpus(name: &str, variant: &str) -> (Report, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/real")
+        .join(name)
+        .join("run");
+    let out = Command::new(&script)
+        .arg(variant)
+        .arg(&json)
+        .env("KERNTAX", env!("CARGO_BIN_EXE_kerntax"))
+        .output()
+        .expect("running the corpus script");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "{name} {variant} failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("throughput: "), "{stdout}");
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("{name} {variant}: no report ({e}):\n{stderr}"));
+    (serde_json::from_str(&text).unwrap(), stdout)
+}
+
+fn ids(r: &Report) -> Vec<(&str, &str)> {
+    r.findings
+        .iter()
+        .map(|f| (f.id.as_str(), f.culprit.name.as_str()))
+        .collect()
+}
+
+/// The first finding, which must be `id`.
+fn first<'a>(r: &'a Report, id: &str) -> &'a Finding {
+    let f = r
+        .findings
+        .first()
+        .unwrap_or_else(|| panic!("no finding; wanted {id}"));
+    assert_eq!(f.id, id, "{:?}", ids(r));
+    assert!(f.evidence.iter().all(|e| e.holds()), "{f:?}");
+    f
+}
+
+fn lacks(r: &Report, id: &str) {
+    assert!(
+        r.findings.iter().all(|f| f.id != id),
+        "{id} in {:?}",
+        ids(r)
+    );
+}
+
+/// The bad variant, run again once if the machine hid its problem (a real
+/// program's contention needs both CPUs: another job can take one).
+fn bad_run(name: &str, shows: impl Fn(&Report) -> bool) -> (Report, String) {
+    let run = corpus(name, "bad");
+    if shows(&run.0) {
+        return run;
+    }
+    eprintln!("{name} bad: findings {:?}; running it again", ids(&run.0));
+    corpus(name, "bad")
+}
+
+/// Nothing idle is called contention or a bottleneck: no wait.bottleneck
+/// anywhere in the corpus, and every contended site's waiters have work.
+fn nothing_idle_is_contention(r: &Report) {
+    lacks(r, "wait.bottleneck");
+    for s in r.waits.iter().filter(|s| s.class == WaitClass::Contention) {
+        assert!(
+            s.waiter_cpu_share >= kerntax::analyze::waits::MIN_BUSY_SHARE || s.futile > 0,
+            "{} is contention with idle waiters: {s:?}",
+            s.function
+        );
+    }
+}
+
+#[test]
+fn dd_with_one_byte_blocks_is_a_syscall_storm_and_with_64k_blocks_is_not() {
+    if !bpf_available() {
+        return;
+    }
+    let (bad, _) = corpus("dd-blocks", "bad");
+    let f = first(&bad, "syscall.storm");
+    assert!(
+        ["read", "write"].contains(&f.culprit.name.as_str()),
+        "{f:?}"
+    );
+    // 2 MiB, one byte per call: 2,097,152 reads and as many writes (and
+    // a few more of the shell's and dd's own).
+    for name in ["read", "write"] {
+        let calls = syscall(&bad, name).calls;
+        assert!((2_097_152..2_097_252).contains(&calls), "{name}: {calls}");
+    }
+    assert!(f.remedy.contains("large blocks"), "{}", f.remedy);
+    nothing_idle_is_contention(&bad);
+    let (healthy, _) = corpus("dd-blocks", "healthy");
+    lacks(&healthy, "syscall.storm");
+    nothing_idle_is_contention(&healthy);
+}
+
+#[test]
+fn python_threads_serialise_on_the_gil_and_one_thread_does_not() {
+    if !bpf_available() {
+        return;
+    }
+    let serialised = |r: &Report| {
+        r.findings
+            .first()
+            .is_some_and(|f| f.id == "lock.global-serializes")
+    };
+    let (bad, _) = bad_run("python-gil", serialised);
+    let f = first(&bad, "lock.global-serializes");
+    // The GIL's wait: the condition variable's timed wait in take_gil
+    // (a static function: unnamed without debug symbols).
+    assert!(
+        f.culprit
+            .frames
+            .iter()
+            .any(|x| x.contains("pthread_cond_timedwait")),
+        "{f:?}"
+    );
+    let site = bad
+        .waits
+        .iter()
+        .find(|s| s.class == WaitClass::Contention)
+        .expect("a contended site");
+    assert!(
+        site.waiters >= 4 && site.timed_out * 2 >= site.waits,
+        "{site:?}"
+    );
+    // The GIL's condvar and its mutex, both in _PyRuntime, are two locks.
+    let gil: Vec<_> = bad
+        .locks
+        .iter()
+        .filter(|l| {
+            l.symbol
+                .as_deref()
+                .is_some_and(|s| s.starts_with("_PyRuntime"))
+        })
+        .collect();
+    assert!(gil.len() >= 2, "{gil:?}");
+    assert!(gil.iter().all(|l| l.contention), "{gil:?}");
+    nothing_idle_is_contention(&bad);
+    let (healthy, _) = corpus("python-gil", "healthy");
+    lacks(&healthy, "lock.global-serializes");
+    lacks(&healthy, "lock.contended-site");
+    nothing_idle_is_contention(&healthy);
+}
+
+#[test]
+fn rocksdb_cache_on_one_shard_churns_its_mutex_and_on_64_shards_does_not() {
+    if !bpf_available() {
+        return;
+    }
+    let churns = |r: &Report| {
+        r.findings
+            .first()
+            .is_some_and(|f| f.id == "lock.futile-churn")
+    };
+    let (bad, _) = bad_run("rocksdb-cache", churns);
+    let f = first(&bad, "lock.futile-churn");
+    // A heap mutex, named by the cache function that takes it.
+    assert!(
+        f.culprit
+            .name
+            .starts_with("mutex in rocksdb::lru_cache::LRUCacheShard::"),
+        "{f:?}"
+    );
+    assert!(f.culprit.name.ends_with("([heap])"), "{f:?}");
+    nothing_idle_is_contention(&bad);
+    let (healthy, _) = corpus("rocksdb-cache", "healthy");
+    lacks(&healthy, "lock.futile-churn");
+    lacks(&healthy, "lock.contended-site");
+    nothing_idle_is_contention(&healthy);
+}
+
+#[test]
+fn postgres_backends_queue_on_a_hot_row_and_on_spread_rows_do_not() {
+    if !bpf_available() {
+        return;
+    }
+    let queued = |r: &Report| {
+        r.findings
+            .first()
+            .is_some_and(|f| f.id == "lock.contended-site")
+    };
+    let (bad, _) = bad_run("postgres-hot-row", queued);
+    let f = first(&bad, "lock.contended-site");
+    // The row lock: backends sleep in ProcSleep on their own latch, and the
+    // committing backend wakes them with a signal.
+    assert!(f.culprit.name.starts_with("ProcSleep"), "{f:?}");
+    assert!(f.title.contains("signal"), "{}", f.title);
+    assert!(f.remedy.contains("LockRelease"), "{}", f.remedy);
+    let site = bad
+        .waits
+        .iter()
+        .find(|s| s.function == "ProcSleep")
+        .unwrap();
+    assert!(site.processes >= 4 && site.turns_share >= 0.5, "{site:?}");
+    // The postmaster and the background processes wait for work or time.
+    for s in &bad.waits {
+        if [
+            "ServerLoop",
+            "WalWriterMain",
+            "BackgroundWriterMain",
+            "CheckpointerMain",
+        ]
+        .iter()
+        .any(|idle| s.function.contains(idle))
+        {
+            assert_ne!(s.class, WaitClass::Contention, "{s:?}");
+        }
+    }
+    nothing_idle_is_contention(&bad);
+    let (healthy, _) = corpus("postgres-hot-row", "healthy");
+    lacks(&healthy, "lock.contended-site");
+    lacks(&healthy, "lock.global-serializes");
+    nothing_idle_is_contention(&healthy);
+}
+
+#[test]
+fn lighttpd_polling_a_thousand_idle_connections_is_low_readiness_and_epoll_is_not() {
+    if !bpf_available() {
+        return;
+    }
+    let (bad, _) = corpus("lighttpd-poll", "bad");
+    let f = first(&bad, "poll.low-readiness");
+    assert_eq!(f.culprit.name, "poll");
+    let p = bad.polls.iter().find(|p| p.syscall == "poll").unwrap();
+    assert!(
+        p.fds_per_call >= 1000.0 && p.ready_ratio.unwrap() < 0.05,
+        "{p:?}"
+    );
+    nothing_idle_is_contention(&bad);
+    let (healthy, _) = corpus("lighttpd-poll", "healthy");
+    lacks(&healthy, "poll.low-readiness");
+    lacks(&healthy, "syscall.storm");
+    nothing_idle_is_contention(&healthy);
+}
+
+#[test]
+fn pigz_fed_by_a_slow_pipe_is_paced_by_its_reader_and_from_a_file_is_not() {
+    if !bpf_available() {
+        return;
+    }
+    let paced = |r: &Report| {
+        r.findings
+            .first()
+            .is_some_and(|f| f.id == "wait.bottleneck")
+    };
+    let (bad, _) = bad_run("compressor-pool", paced);
+    let f = first(&bad, "wait.bottleneck");
+    // The reader (pigz's main thread) hands blocks to the compressors and
+    // itself waits in read() on the pipe, woken by pv outside the target.
+    let reader = bad.processes[0].pid;
+    assert_eq!(f.culprit.name, format!("pigz (tid {reader})"), "{f:?}");
+    assert!(
+        f.remedy.contains("in read") && f.remedy.contains("pv"),
+        "{}",
+        f.remedy
+    );
+    // The compressors wait for work; nothing of pigz is contention.
+    assert!(
+        bad.waits
+            .iter()
+            .all(|s| s.class != WaitClass::Contention || s.wait_ns < 100_000_000),
+        "{:?}",
+        bad.waits
+    );
+    lacks(&bad, "lock.contended-site");
+    nothing_idle_is_contention(&bad);
+    let (healthy, _) = corpus("compressor-pool", "healthy");
+    lacks(&healthy, "wait.bottleneck");
+    lacks(&healthy, "lock.contended-site");
+    nothing_idle_is_contention(&healthy);
+}
