@@ -8,7 +8,8 @@
 //! So are wake-ups of threads that are not real consumers: only threads
 //! waiting for work at a site where they also work between waits count
 //! (an idle pool woken once at start-up, or a supervisor, paces nothing),
-//! and each must have been woken several times.
+//! and each must have been woken several times. A waker outside the
+//! target (a client, a feeding process) is its I/O, not its bottleneck.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,7 +30,9 @@ pub const MIN_CONSUMER_BUSY: f64 = 0.05;
 pub const MIN_WAKES_PER_CONSUMER: u64 = 10;
 
 fn counts(w: &WakeupReport) -> bool {
-    w.mechanism != "exit"
+    // A process outside the target (a client) ending its waits is I/O.
+    w.waker_in_target
+        && w.mechanism != "exit"
         && !w.mechanism.starts_with("kernel")
         && w.waker_tid != w.woken_tid
         && w.count >= MIN_WAKES_PER_CONSUMER
@@ -75,7 +78,15 @@ fn own_wait(r: &Report, tid: u32) -> String {
     else {
         return "It never waits itself: its own work is the limit.".into();
     };
-    let calls: Vec<&str> = top.syscalls.keys().map(String::as_str).collect();
+    // Its syscalls with a tenth of that time or more, most first.
+    let mut calls: Vec<(&str, u64)> = top
+        .syscalls
+        .iter()
+        .filter(|(_, ns)| **ns * 10 >= top.ns)
+        .map(|(n, ns)| (n.as_str(), *ns))
+        .collect();
+    calls.sort_by(|a, b| b.1.cmp(&a.1));
+    let calls: Vec<&str> = calls.into_iter().map(|c| c.0).collect();
     let by = r
         .wakeups
         .iter()
