@@ -453,7 +453,7 @@ fn site_report(
         .releases
         .into_iter()
         .map(|(mechanism, r)| {
-            let from_waiters = r.in_target && r.from_waiters(&a.waiters);
+            let from_waiters = r.in_target && r.all_wait_here(&a.waiters);
             let stacks = release_stacks(&r, &function, inp, pair_sites);
             let site = stacks
                 .first()
@@ -651,7 +651,7 @@ fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<St
             outside += r.other_process_ns;
         } else if !r.in_target {
             outside += r.ns;
-        } else if !r.from_waiters(&a.waiters) {
+        } else if !r.all_wait_here(&a.waiters) {
             producer += r.ns;
         }
     }
@@ -711,7 +711,7 @@ fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<St
 
 impl ReleaseAcc {
     /// Whether these wakers all wait at the site themselves.
-    fn from_waiters(&self, waiters: &BTreeSet<u32>) -> bool {
+    fn all_wait_here(&self, waiters: &BTreeSet<u32>) -> bool {
         !self.wakers.is_empty() && self.wakers.iter().all(|w| waiters.contains(w))
     }
 }

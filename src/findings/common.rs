@@ -216,7 +216,7 @@ pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
     }
     let mut out: Vec<Unit<'_>> = units.into_values().collect();
     for u in &mut out {
-        u.sites.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns));
+        u.sites.sort_by_key(|s| std::cmp::Reverse(s.wait_ns));
         // A unit gathered by wrapper is named by its biggest site.
         if u.name.starts_with("wait:") {
             u.name = crate::analyze::waits::display(u.sites[0]);

@@ -680,20 +680,21 @@ fn wait_bottleneck_thresholds() {
     let f = &check(&bottleneck(0.9, 4, 3.0))[0];
     assert_eq!(f.culprit.name, "t1 (tid 1)");
     assert_eq!(f.culprit.frames[1], "produce1 (a.c:1)");
-    // Issue #10: with wait sites, only consumers that work between their
-    // waits count: an idle pool woken by the main thread paces nothing.
-    let pool = |busy: f64| {
+    // Issue #10: with wait sites, only threads waiting for work count as
+    // consumers: not threads in contention, I/O or a join.
+    let pool = |class: WaitClass| {
         let mut r = bottleneck(0.9, 4, 3.0);
         let mut s = site("worker_loop", 4, 0.9, &["condvar g_queue"], "futex");
-        s.class = WaitClass::WaitingForWork;
+        s.class = class;
         s.waiter_tids = (10..14).collect();
-        s.waiter_cpu_share = busy;
         r.waits = vec![s];
         r
     };
-    assert!(fired(rule, &pool(MIN_CONSUMER_BUSY * UP)));
-    assert!(!fired(rule, &pool(MIN_CONSUMER_BUSY * DOWN)));
-    // Woken fewer times each than a producer hands out work.
+    assert!(fired(rule, &pool(WaitClass::WaitingForWork)));
+    assert!(!fired(rule, &pool(WaitClass::StartupTeardown)));
+    assert!(!fired(rule, &pool(WaitClass::IoOrPeer)));
+    // Woken fewer times each than a producer hands out work (an idle pool
+    // started once).
     let mut once = bottleneck(0.9, 4, 3.0);
     for w in &mut once.wakeups {
         w.count = MIN_WAKES_PER_CONSUMER - 1;

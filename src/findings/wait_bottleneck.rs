@@ -5,10 +5,10 @@
 //!
 //! Wake-ups by exits (joins) and by the kernel (timers, interrupts) are left
 //! out: those waits end on time or at the end, not on another thread's work.
-//! So are wake-ups of threads that are not real consumers: only threads
-//! waiting for work at a site where they also work between waits count
-//! (an idle pool woken once at start-up, or a supervisor, paces nothing),
-//! and each must have been woken several times. A waker outside the
+//! So are wake-ups of threads that are not consumers: only threads whose
+//! wait site is classed waiting for work count, and each must have been
+//! handed work again and again (an idle pool woken once at start-up, a
+//! join or a supervisor paces nothing). A waker outside the
 //! target (a client, a feeding process) is its I/O, not its bottleneck.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,9 +23,6 @@ pub const MIN_SHARE_OF_ENDED_WAIT: f64 = 0.5;
 pub const MIN_THREADS_WOKEN: f64 = 2.0;
 /// Threads waiting on it, on average over the run.
 pub const MIN_WAITING_THREADS: f64 = 0.5;
-/// A consumer's CPU time over its time in the run, at its wait site: it
-/// works between waits.
-pub const MIN_CONSUMER_BUSY: f64 = 0.05;
 /// Wake-ups of one consumer by the producer: handed work again and again.
 pub const MIN_WAKES_PER_CONSUMER: u64 = 10;
 
@@ -38,7 +35,7 @@ fn counts(w: &WakeupReport) -> bool {
         && w.count >= MIN_WAKES_PER_CONSUMER
 }
 
-/// Threads that wait for work and work between waits; None for a report
+/// Threads that wait for work; None for a report
 /// with no wait sites (written before kerntax had them): every thread.
 fn consumers(r: &Report) -> Option<BTreeSet<u32>> {
     if r.waits.is_empty() {
@@ -47,9 +44,7 @@ fn consumers(r: &Report) -> Option<BTreeSet<u32>> {
     Some(
         r.waits
             .iter()
-            .filter(|s| {
-                s.class == WaitClass::WaitingForWork && s.waiter_cpu_share >= MIN_CONSUMER_BUSY
-            })
+            .filter(|s| s.class == WaitClass::WaitingForWork)
             .flat_map(|s| s.waiter_tids.iter().copied())
             .collect(),
     )
@@ -85,7 +80,7 @@ fn own_wait(r: &Report, tid: u32) -> String {
         .filter(|(_, ns)| **ns * 10 >= top.ns)
         .map(|(n, ns)| (n.as_str(), *ns))
         .collect();
-    calls.sort_by(|a, b| b.1.cmp(&a.1));
+    calls.sort_by_key(|c| std::cmp::Reverse(c.1));
     let calls: Vec<&str> = calls.into_iter().map(|c| c.0).collect();
     let by = r
         .wakeups

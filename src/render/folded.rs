@@ -90,6 +90,25 @@ pub fn lock_waiters(r: &Report) -> Stacks {
         .collect()
 }
 
+/// Time asleep at each wait site (ns), under its class and name: what the
+/// threads waited for, and where.
+pub fn wait_sites(r: &Report) -> Stacks {
+    r.waits
+        .iter()
+        .flat_map(|s| {
+            let root = format!("{}: {}", s.class.name(), crate::analyze::waits::display(s));
+            s.stacks.iter().map(move |st| {
+                (
+                    std::iter::once(root.clone())
+                        .chain(st.frames.iter().rev().cloned())
+                        .collect(),
+                    st.ns,
+                )
+            })
+        })
+        .collect()
+}
+
 /// Wake-ups holders of contended locks made (count), under the lock.
 pub fn lock_wakers(r: &Report) -> Stacks {
     r.locks

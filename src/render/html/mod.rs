@@ -178,6 +178,52 @@ fn s(text: &str) -> (String, Option<f64>) {
 }
 
 fn tables(r: &Report, out: &mut String) {
+    out.push_str("<h2>Wait sites</h2>\n");
+    table(
+        out,
+        "table-waits",
+        &[
+            "site",
+            "class",
+            "why",
+            "sleeps",
+            "futile",
+            "timed out",
+            "waiters",
+            "processes",
+            "waiting threads",
+            "waited",
+            "released by",
+        ],
+        r.waits
+            .iter()
+            .map(|w| {
+                vec![
+                    s(&crate::analyze::waits::display(w)),
+                    s(w.class.name()),
+                    s(&w.evidence.join("; ")),
+                    n(w.waits),
+                    n(w.futile),
+                    n(w.timed_out),
+                    n(u64::from(w.waiters)),
+                    n(u64::from(w.processes)),
+                    (format!("{:.2}", w.waiting_threads), Some(w.waiting_threads)),
+                    t(w.wait_ns),
+                    s(&w.releases
+                        .first()
+                        .map(|x| match &x.site {
+                            Some(site) => format!(
+                                "{} in {}",
+                                x.mechanism,
+                                crate::stacks::frame::short_function(site)
+                            ),
+                            None => x.mechanism.clone(),
+                        })
+                        .unwrap_or_default()),
+                ]
+            })
+            .collect(),
+    );
     out.push_str("<h2>Syscalls</h2>\n");
     table(
         out,
@@ -324,6 +370,12 @@ fn flames(r: &Report, out: &mut String) {
             stacks: folded::offcpu(r),
         },
         flame::View {
+            id: "flame-waits",
+            title: "Wait sites by class (waiters)",
+            count_name: "ns",
+            stacks: folded::wait_sites(r),
+        },
+        flame::View {
             id: "flame-lock-waiters",
             title: "Lock waits (waiters)",
             count_name: "ns",
@@ -433,6 +485,8 @@ mod tests {
             "timeline",
             "table-syscalls",
             "table-locks",
+            "table-waits",
+            "flame-waits",
             "table-polls",
             "table-threads",
             "flame-syscalls",
