@@ -173,7 +173,7 @@ pub(crate) fn cpu(r: &Report, out: &mut String) {
         let _ = writeln!(
             out,
             "{:<60} {:>6.1}% {:>6.1}% {:>6.1}%",
-            f.name,
+            super::waits_text::fit(&crate::stacks::frame::short_function(&f.name), 60),
             pct(f.self_user + f.self_kernel),
             pct(f.self_kernel),
             pct(f.total)

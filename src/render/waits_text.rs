@@ -38,7 +38,7 @@ fn release(r: &Release) -> String {
 }
 
 /// `s` cut to `width` characters, with `…` where it was cut.
-fn fit(s: &str, width: usize) -> String {
+pub(crate) fn fit(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         return s.to_string();
     }

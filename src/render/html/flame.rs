@@ -4,6 +4,7 @@
 
 use super::esc;
 use crate::render::folded::{Stacks, lines};
+use crate::stacks::frame::short_frame;
 
 /// One flame graph: (id, title, what a unit of width is, stacks).
 pub struct View<'a> {
@@ -14,7 +15,13 @@ pub struct View<'a> {
 }
 
 fn svg(view: &View) -> Option<String> {
-    let folded = lines(&view.stacks);
+    // People read short C++ names; the JSON and --folded keep them whole.
+    let short: Stacks = view
+        .stacks
+        .iter()
+        .map(|(frames, n)| (frames.iter().map(|f| short_frame(f)).collect(), *n))
+        .collect();
+    let folded = lines(&short);
     if folded.is_empty() {
         return None;
     }

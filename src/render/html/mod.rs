@@ -6,6 +6,8 @@
 mod chart;
 mod flame;
 
+use crate::stacks::frame::short_frame;
+
 use std::fmt::Write;
 
 use super::folded;
@@ -88,10 +90,11 @@ fn frames(out: &mut String, frames: &[String]) {
     if frames.is_empty() {
         return;
     }
+    let short: Vec<String> = frames.iter().map(|f| short_frame(f)).collect();
     let _ = writeln!(
         out,
         "<div class=\"frames\">{}</div>",
-        esc(&frames.join("\n"))
+        esc(&short.join("\n"))
     );
 }
 
@@ -247,7 +250,11 @@ fn tables(r: &Report, out: &mut String) {
                     t(c.max_ns),
                     s(&c.callsites
                         .first()
-                        .map(|x| x.frames.join(" < "))
+                        .map(|x| {
+                            let short: Vec<String> =
+                                x.frames.iter().map(|f| short_frame(f)).collect();
+                            short.join(" < ")
+                        })
                         .unwrap_or_default()),
                 ]
             })
@@ -497,5 +504,15 @@ mod tests {
         assert!(!html.contains("http://") || !html.contains("src=\"http"));
         assert!(!html.contains("src=\"https"));
         assert!(html.contains("<iframe class=\"flamegraph\" id=\"flame-syscalls\""));
+    }
+
+    /// Issue #10: C++ frames lose their parameter lists on the page (the
+    /// JSON keeps them): in tables, culprit stacks and flame graphs.
+    #[test]
+    fn cxx_frames_are_shown_short() {
+        let html = render(&build(sample_inputs()));
+        // The sample wait site waits in `Cache::lookup(std::string const&)`.
+        assert!(html.contains("Cache::lookup via port::Mutex::Lock"));
+        assert!(!html.contains("std::string const"), "a parameter list is shown");
     }
 }
