@@ -93,6 +93,19 @@ pub const MAX_PARKED_WAITS: f64 = 2.0;
 /// ... provided they sleep there at least this share of the run.
 pub const MIN_PARKED_SHARE: f64 = 0.2;
 
+/// A pthread object a futex word belongs to, near enough: its process and
+/// its address to 32 bytes (an 8-byte aligned condvar's two wait words,
+/// at +0x28 and +0x2c, never straddle such a boundary).
+type LockObject = (u32, u64);
+
+fn object(key: &LockKey) -> LockObject {
+    match *key {
+        LockKey::Private { pid, addr } => (pid, addr & !0x1f),
+        LockKey::Shared { ino, offset, .. } => (ino as u32, offset & !0x1f),
+        LockKey::SysV { semid, semnum } => (semid, u64::from(semnum)),
+    }
+}
+
 /// A sampled sleep and where it was.
 #[derive(Clone, Debug)]
 pub struct SleepSample {
@@ -137,19 +150,9 @@ pub struct Inputs<'a> {
     pub duration_ns: u64,
 }
 
-/// A frame with no function name (`pigz+0x11322`, `[unknown] 0x12`).
-fn unnamed(function: &str) -> bool {
-    function.starts_with('[')
-        || function
-            .rsplit_once("+0x")
-            .is_some_and(|(m, off)| !m.contains(' ') && off.chars().all(|c| c.is_ascii_hexdigit()))
-}
-
 /// The site a stack waits at: (function, wrappers innermost first), from
 /// the first own frame past the runtime's; wrappers are own frames whose
-/// name has one of `wrapper_words`. The first unnamed own frame (a stripped
-/// binary's static function) may be a wrapper too, shared by waits of
-/// different kinds: it counts as one, and its caller is the site.
+/// name has one of `wrapper_words`.
 pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (String, Vec<String>) {
     let own: Vec<&str> = frames.iter().skip(runtime).map(|f| function(f)).collect();
     if own.is_empty() {
@@ -158,10 +161,9 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
         return (name.to_string(), vec![]);
     }
     let mut via = vec![];
-    for (i, f) in own.iter().take(MAX_WRAPPERS).enumerate() {
-        let named_wrapper = words(f).iter().any(|w| wrapper_words.contains(&w.as_str()));
-        let unnamed_first = i == 0 && unnamed(f) && own.len() > 1;
-        if !named_wrapper && !unnamed_first {
+    for f in own.iter().take(MAX_WRAPPERS) {
+        let wrapper = words(f).iter().any(|w| wrapper_words.contains(&w.as_str()));
+        if !wrapper {
             return (f.to_string(), via);
         }
         via.push(f.to_string());
@@ -235,8 +237,10 @@ struct SiteAcc {
     stacks: BTreeMap<Vec<String>, (f64, u64)>,
     /// mechanism -> what ended these sleeps.
     releases: BTreeMap<String, ReleaseAcc>,
-    /// (waker tracked tid) -> woken time, for the turns share.
-    woken_by: HashMap<u32, f64>,
+    /// (waker tid, lock object slept on) -> woken time, for the turns share.
+    woken_by: HashMap<(u32, Option<LockObject>), f64>,
+    /// Threads that slept here on each lock object.
+    lock_waiters: HashMap<Option<LockObject>, BTreeSet<u32>>,
     woken_ns: f64,
     samples: u64,
     /// Time asleep here per thread.
@@ -309,6 +313,8 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         a.waiters.insert(s.key.tid);
         a.pids.insert(s.key.pid);
         *a.by_tid.entry(s.key.tid).or_default() += ns;
+        let obj = s.key.lock.as_ref().map(object);
+        a.lock_waiters.entry(obj).or_default().insert(s.key.tid);
         *a.syscalls.entry(name.clone()).or_default() += ns;
         if let Some(k) = s.key.lock {
             a.locks.insert(k);
@@ -339,7 +345,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         }
         if w.tracked && !w.kernel {
             *r.pairs.entry((w.tid, s.key.tid)).or_default() += count;
-            *a.woken_by.entry(w.tid).or_default() += ns;
+            *a.woken_by.entry((w.tid, obj)).or_default() += ns;
             *pair_sites
                 .entry((w.tid, s.key.tid))
                 .or_default()
@@ -437,10 +443,13 @@ fn site_report(
             .map_or(0.0, |t| (t.user_ns + t.sys_ns) as f64);
     }
     let waiter_cpu_share = cpu / (wall * a.waiters.len().max(1) as f64);
+    // Turns: the waker slept here itself, on the same lock object (a
+    // pipeline's stages may wait in one function for different conditions
+    // and wake each other without contending).
     let turns_ns: f64 = a
         .woken_by
         .iter()
-        .filter(|(w, _)| a.waiters.contains(w))
+        .filter(|((w, obj), _)| a.lock_waiters.get(obj).is_some_and(|t| t.contains(w)))
         .map(|(_, ns)| ns)
         .sum();
     let turns_share = if a.woken_ns > 0.0 {

@@ -152,60 +152,68 @@ static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_ke
 }
 
 /*
- * Per CPU: inside a timer's expiry (hrtimer or timer wheel). A wake-up from
- * there (every timed sleep, timeout and poll deadline ends so) runs on
- * whatever task the interrupt hit, which woke no one: it is the kernel's.
- * (The per-CPU preempt count would tell interrupt context directly, but
- * its address is not in kallsyms here.)
+ * Per CPU: when the timer expiry now running began (0: none). A wake-up
+ * from there (every timed sleep, timeout and poll deadline ends so) runs
+ * on whatever task the interrupt hit, which woke no one: it is the
+ * kernel's. A time, not a depth count: an expiry whose exit was missed
+ * (it began before the exit program was attached) must not leave the CPU
+ * marked for the rest of the run, so a mark older than a callback can
+ * last does not count. (The per-CPU preempt count would tell interrupt
+ * context directly, but its address is not in kallsyms here.)
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, __u64);
 } kt_in_timer SEC(".maps");
 
-static __always_inline void timer_depth(int delta)
-{
-	__u32 zero = 0, *d = bpf_map_lookup_elem(&kt_in_timer, &zero);
+#define KT_TIMER_CALLBACK_MAX_NS 200000ULL
 
-	if (d)
-		*d += delta;
+static __always_inline void timer_mark(__u64 start_ns)
+{
+	__u32 zero = 0;
+	__u64 *t = bpf_map_lookup_elem(&kt_in_timer, &zero);
+
+	if (t)
+		*t = start_ns;
 }
 
 SEC("tp_btf/hrtimer_expire_entry")
 int kt_hrtimer_entry(void *ctx)
 {
-	timer_depth(1);
+	timer_mark(bpf_ktime_get_ns());
 	return 0;
 }
 
 SEC("tp_btf/hrtimer_expire_exit")
 int kt_hrtimer_exit(void *ctx)
 {
-	timer_depth(-1);
+	timer_mark(0);
 	return 0;
 }
 
 SEC("tp_btf/timer_expire_entry")
 int kt_timer_entry(void *ctx)
 {
-	timer_depth(1);
+	timer_mark(bpf_ktime_get_ns());
 	return 0;
 }
 
 SEC("tp_btf/timer_expire_exit")
 int kt_timer_exit(void *ctx)
 {
-	timer_depth(-1);
+	timer_mark(0);
 	return 0;
 }
 
-static __always_inline bool in_timer(void)
+/* Whether a timer's expiry is running on this CPU at `now`. */
+static __always_inline bool in_timer(__u64 now)
 {
-	__u32 zero = 0, *d = bpf_map_lookup_elem(&kt_in_timer, &zero);
+	__u32 zero = 0;
+	__u64 *t = bpf_map_lookup_elem(&kt_in_timer, &zero);
 
-	return d && *d > 0 && *d < 16;
+	return t && *t && now - *t < KT_TIMER_CALLBACK_MAX_NS;
 }
 
 /*
@@ -231,7 +239,7 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 	w->woken_pid = p->tgid;
 	w->woken_tid = p->pid;
 	w->waker_nr = KT_NOT_IN_SYSCALL;
-	if (in_timer()) {
+	if (in_timer(t->woken_ns)) {
 		w->waker_pid = 0;
 		w->waker_tid = 0;
 		w->waker_flags = KT_WAKER_KTHREAD;

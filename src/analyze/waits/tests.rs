@@ -39,21 +39,6 @@ fn the_site_is_past_the_runtime_and_the_programs_own_wrappers() {
         .0,
         "start_thread"
     );
-    // A stripped binary's unnamed function may be a wrapper shared by waits
-    // of different kinds (pigz's wait_for): its caller is the site.
-    let stripped = frames(&[
-        "___pthread_cond_wait (pthread_cond_wait.c:618)",
-        "pigz+0x11322",
-        "pigz+0x7074",
-    ]);
-    assert_eq!(
-        site_of(&stripped, 1, WAIT_WORDS),
-        ("pigz+0x7074".to_string(), vec!["pigz+0x11322".to_string()])
-    );
-    assert_eq!(
-        site_of(&frames(&["x (libc.so.6)", "pigz+0x7074"]), 1, WAIT_WORDS).0,
-        "pigz+0x7074"
-    );
     // Only wrappers: the outermost is the site.
     assert_eq!(
         site_of(
@@ -257,4 +242,35 @@ fn futile_waits_make_a_short_hold_lock_contention_without_much_sleep() {
         "{:?}",
         site.evidence
     );
+}
+
+/// Issue #10: a pipeline's stages that wait in one function for different
+/// conditions (pigz's wait_for: workers for jobs, the reader for free
+/// buffers) and wake each other do not take turns: not contention.
+#[test]
+fn stages_waking_each_other_on_different_conditions_are_not_turns() {
+    let on = |mut s: SleepSample, addr: u64| {
+        s.key.lock = Some(LockKey::Private { pid: 1, addr });
+        s
+    };
+    let mut sleeps: Vec<SleepSample> = (2..=3)
+        .map(|t| {
+            on(
+                sleep(t, "wait_for", 400_000_000, 100, 0, waker(1, true)),
+                0x1028,
+            )
+        })
+        .collect();
+    sleeps.push(on(
+        sleep(1, "wait_for", 300_000_000, 100, 0, waker(2, true)),
+        0x2028,
+    ));
+    let threads: Vec<ThreadUsage> = (1..=3).map(|t| thread(t, 400_000_000)).collect();
+    let s = &build_sites(&sleeps, &threads, &[]).sites[0];
+    assert_eq!(s.turns_share, 0.0);
+    assert_eq!(s.class, WaitClass::WaitingForWork, "{:?}", s.evidence);
+    // The same threads on one lock do take turns.
+    let same: Vec<SleepSample> = sleeps.into_iter().map(|s| on(s, 0x1028)).collect();
+    let s = &build_sites(&same, &threads, &[]).sites[0];
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
 }

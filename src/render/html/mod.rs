@@ -513,6 +513,9 @@ mod tests {
         let html = render(&build(sample_inputs()));
         // The sample wait site waits in `Cache::lookup(std::string const&)`.
         assert!(html.contains("Cache::lookup via port::Mutex::Lock"));
-        assert!(!html.contains("std::string const"), "a parameter list is shown");
+        assert!(
+            !html.contains("std::string const"),
+            "a parameter list is shown"
+        );
     }
 }
