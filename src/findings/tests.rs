@@ -677,6 +677,13 @@ fn wait_bottleneck_thresholds() {
         rule,
         &bottleneck(ok.0, ok.1, MIN_WAITING_THREADS * DOWN)
     ));
+    // Issue #10: a pipeline whose stages keep the CPUs busy is paced by its
+    // work (pigz compressing a file), not by the thread they wait on.
+    let mut busy = bottleneck(ok.0, ok.1, ok.2);
+    busy.summary.cpus_used = 2.0 - MIN_IDLE_CPUS * DOWN;
+    assert!(!fired(rule, &busy));
+    busy.summary.cpus_used = 2.0 - MIN_IDLE_CPUS * UP;
+    assert!(fired(rule, &busy));
     let f = &check(&bottleneck(0.9, 4, 3.0))[0];
     assert_eq!(f.culprit.name, "t1 (tid 1)");
     assert_eq!(f.culprit.frames[1], "produce1 (a.c:1)");

@@ -18,13 +18,19 @@ use crate::report::{Culprit, CulpritKind, Finding, OffCpuReason, Report, WaitCla
 
 pub const ID: &str = "wait.bottleneck";
 /// The thread's share of all waiting that other threads' wake-ups ended.
-pub const MIN_SHARE_OF_ENDED_WAIT: f64 = 0.5;
+/// Less than half: in a pipeline the stages after the consumers wait on
+/// them in turn, and their waiting counts for the consumers' wakers.
+pub const MIN_SHARE_OF_ENDED_WAIT: f64 = 0.4;
 /// Distinct threads it woke.
 pub const MIN_THREADS_WOKEN: f64 = 2.0;
 /// Threads waiting on it, on average over the run.
 pub const MIN_WAITING_THREADS: f64 = 0.5;
 /// Wake-ups of one consumer by the producer: handed work again and again.
 pub const MIN_WAKES_PER_CONSUMER: u64 = 10;
+/// CPUs left idle while they wait (of the CPUs the target may use, or its
+/// threads if fewer): a pipeline whose stages keep every CPU busy is paced
+/// by its work, not by a waiting producer.
+pub const MIN_IDLE_CPUS: f64 = 0.5;
 
 fn counts(w: &WakeupReport) -> bool {
     // A process outside the target (a client) ending its waits is I/O.
@@ -128,6 +134,12 @@ pub fn check(r: &Report) -> Vec<Finding> {
         .filter_map(|(tid, k)| {
             let waiting = ratio(k.wait_ns, wall_ns(r));
             let threads = r.threads.len().max(2) as f64 - 1.0;
+            let cpus = if r.summary.cpus > 0 {
+                f64::from(r.summary.cpus)
+            } else {
+                f64::INFINITY
+            };
+            let idle_cpus = cpus.min(r.threads.len() as f64) - r.summary.cpus_used;
             Draft {
                 id: ID,
                 title: format!(
@@ -144,6 +156,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     ),
                     at_least("threads_woken", k.woken.len() as f64, MIN_THREADS_WOKEN),
                     at_least("waiting_threads", waiting, MIN_WAITING_THREADS),
+                    at_least("idle_cpus", idle_cpus, MIN_IDLE_CPUS),
                 ],
                 culprit: Culprit {
                     kind: CulpritKind::Thread,
