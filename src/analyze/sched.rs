@@ -258,11 +258,17 @@ pub fn wakeups(
     out
 }
 
-/// The threads whose wake-ups ended the most waiting by others.
+/// The threads of the target whose wake-ups ended the most waiting by
+/// others: what the rest wait on. A thread's exit (a join, a supervisor
+/// reaping a child), a timer and a process outside the target (a client)
+/// end waits without anyone waiting on their work: left out.
 pub fn blockers(wakeups: &[WakeupReport]) -> Vec<Blocker> {
     let mut by: BTreeMap<(u32, u32), Blocker> = BTreeMap::new();
     let mut woken: HashMap<(u32, u32), BTreeSet<u32>> = HashMap::new();
-    for w in wakeups.iter().filter(|w| w.waker_tid != w.woken_tid) {
+    let counts = |w: &&WakeupReport| {
+        w.waker_tid != w.woken_tid && w.waker_in_target && w.mechanism != "exit"
+    };
+    for w in wakeups.iter().filter(counts) {
         let b = by
             .entry((w.waker_pid, w.waker_tid))
             .or_insert_with(|| Blocker {
@@ -473,5 +479,12 @@ mod tests {
         assert!(out[2].mechanism.starts_with("kernel (swapper/0"));
         let b = blockers(&out);
         assert_eq!((b[0].tid, b[0].wait_ns, b[0].threads_woken), (10, 1_200, 2));
+        // Issue #10: a supervisor woken by its children's exits, or a
+        // thread woken by a timer, waits on no one's work.
+        assert_eq!(b.len(), 1, "{b:?}");
+        let mut exit = w(20, 21, Some("exit"), false, 9_000);
+        exit.waker_tracked = true;
+        let b = blockers(&wakeups(&[exit], &[], &HashMap::new()));
+        assert!(b.is_empty(), "{b:?}");
     }
 }

@@ -87,6 +87,9 @@ pub const MIN_TIMEOUT_SHARE: f64 = 0.5;
 /// The waiters' CPU time over their time in the run, above which they have
 /// work between waits.
 pub const MIN_BUSY_SHARE: f64 = 0.05;
+/// Share of a lock's sleeping at contended sites from which the lock is
+/// contention.
+pub const MIN_CONTENDED_SHARE_OF_LOCK: f64 = 0.25;
 /// Sleeps per waiter at or under which a site only parks threads once
 /// (start-up, teardown, a join).
 pub const MAX_PARKED_WAITS: f64 = 2.0;
@@ -408,9 +411,21 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         .iter()
         .map(|(s, _)| (s.function.as_str(), s.class))
         .collect();
+    // A lock waited on at several sites is contention if contended sites
+    // hold a fair share of its waiting (a GIL's mutex is taken inside the
+    // condvar wait and around it); else it is what its main site is.
     let lock_class = lock_sites
         .into_iter()
         .filter_map(|(k, by)| {
+            let total: f64 = by.values().sum();
+            let contended: f64 = by
+                .iter()
+                .filter(|(site, _)| class_of.get(site.as_str()) == Some(&WaitClass::Contention))
+                .map(|(_, ns)| ns)
+                .sum();
+            if total > 0.0 && contended / total >= MIN_CONTENDED_SHARE_OF_LOCK {
+                return Some((k, WaitClass::Contention));
+            }
             let top = by.iter().max_by(|a, b| a.1.total_cmp(b.1))?;
             Some((k, *class_of.get(top.0.as_str())?))
         })

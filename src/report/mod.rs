@@ -72,8 +72,9 @@ pub struct Report {
     /// Who ended whose sleep, and how: the wake-up graph, most wait ended
     /// first.
     pub wakeups: Vec<WakeupReport>,
-    /// Threads whose wake-ups ended the most waiting by others: what the
-    /// rest wait on (from the wake-up graph).
+    /// Threads of the target whose wake-ups ended the most waiting by
+    /// others: what the rest wait on (from the wake-up graph; exits, timers
+    /// and other processes aside).
     pub blockers: Vec<Blocker>,
     /// poll/select/epoll efficiency per process and syscall, most system
     /// time first.

@@ -274,3 +274,41 @@ fn stages_waking_each_other_on_different_conditions_are_not_turns() {
     let s = &build_sites(&same, &threads, &[]).sites[0];
     assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
 }
+
+/// Issue #10: a lock waited on at a contended site and elsewhere (a GIL's
+/// mutex, re-taken inside the condvar wait and taken around it) is
+/// contention once contended sites hold a fair share of its waiting.
+#[test]
+fn a_lock_is_contention_when_contended_sites_hold_a_share_of_its_waiting() {
+    let key = LockKey::Private {
+        pid: 1,
+        addr: 0x500,
+    };
+    let on_key = |mut s: SleepSample| {
+        s.key.lock = Some(key);
+        s
+    };
+    let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 250_000_000)).collect();
+    let with = |contended_ns: u64| {
+        let mut sleeps: Vec<SleepSample> = (1..=4)
+            .map(|t| {
+                on_key(sleep(
+                    t,
+                    "take",
+                    contended_ns,
+                    100,
+                    0,
+                    waker(t % 4 + 1, true),
+                ))
+            })
+            .collect();
+        // The same lock, where a producer hands out work to idle waiters.
+        sleeps
+            .extend((5..=6).map(|t| on_key(sleep(t, "idle", 100_000_000, 100, 0, waker(9, true)))));
+        build_sites(&sleeps, &threads, &[]).lock_class[&key]
+    };
+    // 4 x 20 ms of 240 ms: 33% at the contended site.
+    assert_eq!(with(20_000_000), WaitClass::Contention);
+    // 4 x 10 ms of 220 ms: 18%.
+    assert_ne!(with(10_000_000), WaitClass::Contention);
+}
