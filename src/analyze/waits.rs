@@ -500,18 +500,15 @@ fn site_report(
             .cmp(&a.wait_ns)
             .then(a.mechanism.cmp(&b.mechanism))
     });
-    let mut stacks: Vec<TimedStack> = a
-        .stacks
+    let stacks: Vec<TimedStack> = top_stacks(a.stacks)
         .into_iter()
-        .map(|(frames, (ns, samples))| TimedStack {
+        .map(|(frames, ns, samples)| TimedStack {
             frames,
-            ns: ns.round() as u64,
+            ns,
             samples,
             estimated: true,
         })
         .collect();
-    stacks.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.frames.cmp(&b.frames)));
-    stacks.truncate(MAX_STACKS);
     WaitSite {
         function,
         via: a.via,
@@ -574,16 +571,25 @@ fn release_stacks(
         e.0 += w.weight as f64 * here / total;
         e.1 += 1;
     }
-    let mut out: Vec<CountedStack> = by
+    top_stacks(by)
         .into_iter()
-        .map(|(frames, (count, samples))| CountedStack {
+        .map(|(frames, count, samples)| CountedStack {
             frames,
-            count: count.round() as u64,
+            count,
             samples,
             estimated: true,
         })
+        .collect()
+}
+
+/// Stacks with the (time or count) they stand for and their samples: the
+/// MAX_STACKS weightiest, rounded, most first.
+fn top_stacks(by: BTreeMap<Vec<String>, (f64, u64)>) -> Vec<(Vec<String>, u64, u64)> {
+    let mut out: Vec<(Vec<String>, u64, u64)> = by
+        .into_iter()
+        .map(|(frames, (value, samples))| (frames, value.round() as u64, samples))
         .collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.frames.cmp(&b.frames)));
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     out.truncate(MAX_STACKS);
     out
 }
