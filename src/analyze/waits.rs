@@ -87,6 +87,10 @@ pub const MIN_TIMEOUT_SHARE: f64 = 0.5;
 /// The waiters' CPU time over their time in the run, above which they have
 /// work between waits.
 pub const MIN_BUSY_SHARE: f64 = 0.05;
+/// Share of the woken waiting one kind of waker ended (exits, other
+/// processes and the kernel, producers in the target) that decides the
+/// class when no sign of contention does.
+pub const MIN_RELEASE_SHARE: f64 = 0.5;
 /// Share of a lock's sleeping at contended sites from which the lock is
 /// contention.
 pub const MIN_CONTENDED_SHARE_OF_LOCK: f64 = 0.25;
@@ -628,7 +632,6 @@ fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<St
             )],
         );
     }
-    let woken_by_others: f64 = a.woken_ns;
     if turns >= MIN_TURNS_SHARE && busy >= MIN_BUSY_SHARE && a.waiters.len() >= 2 {
         return (
             WaitClass::Contention,
@@ -670,10 +673,10 @@ fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<St
         );
     }
     // Who ended the rest: other processes and the kernel are I/O and peers;
-    // threads of the target that do not wait here hand out work.
+    // threads of the target that did not take turns here hand out work.
     let mut by_exit = 0.0;
     let mut outside = 0.0;
-    let mut producer = 0.0;
+    let mut in_target = 0.0;
     for (mechanism, r) in &a.releases {
         if mechanism == "exit" {
             // A thread's exit ends a join; a child process's, a parent's wait.
@@ -681,44 +684,47 @@ fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<St
             outside += r.other_process_ns;
         } else if !r.in_target {
             outside += r.ns;
-        } else if !r.all_wait_here(&a.waiters) {
-            producer += r.ns;
+        } else {
+            in_target += r.ns;
         }
     }
+    let woken = a.woken_ns;
+    let producer = (in_target - turns * woken).max(0.0);
+    let share = |ns: f64| if woken > 0.0 { ns / woken } else { 0.0 };
     let io_syscall = a.syscalls.keys().any(|s| {
         !matches!(
             s.as_str(),
             "futex" | "futex_waitv" | "semop" | "semtimedop" | "nanosleep" | "clock_nanosleep"
         )
     });
-    if woken_by_others > 0.0 && by_exit / woken_by_others >= 0.5 {
+    if share(by_exit) >= MIN_RELEASE_SHARE {
         return (
             WaitClass::StartupTeardown,
             vec!["most waits here ended when a thread exited (joins)".into()],
         );
     }
-    if woken_by_others > 0.0 && outside / woken_by_others >= 0.5 {
+    if share(outside) >= MIN_RELEASE_SHARE {
         return (
             WaitClass::IoOrPeer,
             vec![format!(
                 "{} of the woken waiting was ended by other processes or the kernel (I/O, clients, children, timers)",
-                pct(outside / woken_by_others)
+                pct(share(outside))
             )],
         );
     }
-    if woken_by_others > 0.0 && producer / woken_by_others >= 0.5 {
+    if share(producer) >= MIN_RELEASE_SHARE {
         return (
             WaitClass::WaitingForWork,
             vec![
                 format!(
-                    "{} of the woken waiting was ended by threads that do not wait here: they hand out work",
-                    pct(producer / woken_by_others)
+                    "{} of the woken waiting was ended by threads that do not take turns here: they hand out work",
+                    pct(share(producer))
                 ),
                 busy_ev,
             ],
         );
     }
-    if io_syscall && woken_by_others == 0.0 {
+    if io_syscall && woken == 0.0 {
         return (
             WaitClass::IoOrPeer,
             vec!["the waits are in I/O calls and nothing in the target ended them".into()],
