@@ -362,6 +362,13 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     }
     let cpus = cpus_of(target.pid);
     let baseline = track(&collector, &target)?;
+    if !target.is_child {
+        // A running server registered its fds with epoll before now.
+        let mut pids: Vec<u32> = baseline.iter().map(|t| t.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        collector.seed_epoll_sizes(&pids);
+    }
     // A command runs from here; if its exec fails, it has been reaped.
     target.release()?;
     let attach_ns = started.elapsed().as_nanos() as u64;

@@ -145,6 +145,33 @@ impl<'obj> Collector<'obj> {
     }
 
     /// Counters of every live tracked thread, read by a task iterator.
+    /// Seeds the interest-set sizes of the epoll instances `pids` already
+    /// have (an attached server registered its fds before kerntax came):
+    /// from /proc/PID/fdinfo, where each watched fd is a `tfd:` line.
+    /// Later epoll_ctl calls adjust them as for a fresh instance. Returns
+    /// the instances seeded; a process that cannot be read is skipped (it
+    /// only loses the interest set it had before the attach).
+    pub fn seed_epoll_sizes(&self, pids: &[u32]) -> usize {
+        let mut seeded = 0;
+        for &pid in pids {
+            for (epfd, size) in epoll_sets(pid) {
+                // kt_epoll_key: pid, epfd (no padding).
+                let mut key = pid.to_ne_bytes().to_vec();
+                key.extend(epfd.to_ne_bytes());
+                if self
+                    .skel
+                    .maps
+                    .kt_epoll_sizes
+                    .update(&key, &size.to_ne_bytes(), MapFlags::ANY)
+                    .is_ok()
+                {
+                    seeded += 1;
+                }
+            }
+        }
+        seeded
+    }
+
     pub fn snapshot(&self) -> Result<Vec<ThreadCounters>> {
         let link = self
             .skel
@@ -470,6 +497,27 @@ fn syscall_counters(nr: u32, bytes: &[u8]) -> SyscallCounters {
         req_sum: s.req_sum,
         hist_log2_ns: s.hist_log2_ns.to_vec(),
     }
+}
+
+/// The epoll instances open in process `pid`: (fd, fds it watches).
+fn epoll_sets(pid: u32) -> Vec<(i32, i64)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let fd: i32 = e.file_name().to_str()?.parse().ok()?;
+            let link = std::fs::read_link(e.path()).ok()?;
+            if link.to_str()? != "anon_inode:[eventpoll]" {
+                return None;
+            }
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+            Some((
+                fd,
+                info.lines().filter(|l| l.starts_with("tfd:")).count() as i64,
+            ))
+        })
+        .collect()
 }
 
 pub(crate) fn c_string(bytes: &[u8]) -> String {
