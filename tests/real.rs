@@ -222,6 +222,21 @@ fn postgres_backends_queue_on_a_hot_row_and_on_spread_rows_do_not() {
         .find(|s| s.function == "ProcSleep")
         .unwrap();
     assert!(site.processes >= 4 && site.turns_share >= 0.5, "{site:?}");
+    // The backends top the off-CPU table, their latch waits counted as the
+    // lock waits they are (not as I/O multiplexing), and no idle process
+    // above them.
+    let top = &bad.offcpu[0];
+    assert!(top.pid != bad.target_pid, "{top:?}");
+    assert_eq!(
+        top.reasons[0].reason,
+        kerntax::report::OffCpuReason::Lock,
+        "{:?}",
+        top.reasons
+    );
+    assert!(
+        top.reasons[0].syscalls.contains_key("epoll_wait"),
+        "{top:?}"
+    );
     // The postmaster and the background processes wait for work or time.
     for s in &bad.waits {
         if [

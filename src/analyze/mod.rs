@@ -51,6 +51,13 @@ pub fn run(
     duration_ns: u64,
     cpu_hz: u64,
 ) -> Analyses {
+    // Lock names first: they read the mappings (mutably), which the stacks'
+    // runtime test below only looks at.
+    let lock_names: HashMap<LockKey, LockName> = kernel
+        .locks
+        .iter()
+        .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
+        .collect();
     let symbols = Symbols::resolve(&unwinding.modules, tally.stacks().flat_map(|s| &s.frames));
     let frames = |s: &UnwoundStack| symbols.stack(&s.frames);
     let runtime = |s: &UnwoundStack| symbols.runtime_prefix(&unwinding.modules, &s.frames);
@@ -116,11 +123,6 @@ pub fn run(
         comms: &comms,
         duration_ns,
     });
-    let lock_names: HashMap<LockKey, LockName> = kernel
-        .locks
-        .iter()
-        .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
-        .collect();
     let locks = locks::build(
         &kernel.locks,
         &kernel.lock_waiters,
@@ -141,6 +143,7 @@ pub fn run(
             frames: frames(stack),
             ns,
             samples,
+            runtime: runtime(stack),
         })
         .collect();
     // Each site names the locks waited on there.
@@ -206,8 +209,14 @@ pub fn run(
         offcpu: sched::offcpu(
             &kernel.offcpu,
             &off_sites,
-            &locks.contended,
-            &waits.contended_ns,
+            &sched::Contended {
+                locks: locks.contended,
+                calls: waits.contended_calls,
+                sites: waits.contended_sites,
+                site_of: Some(&|s: &OffCpuSite| {
+                    waits::site_of(&s.frames, s.runtime, waits::WAIT_WORDS).0
+                }),
+            },
             &comms,
         ),
         waits: sites,

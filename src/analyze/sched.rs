@@ -71,6 +71,15 @@ fn scale_stacks(mut stacks: StackSums, total: u64) -> Vec<TimedStack> {
     out
 }
 
+/// Sleep in a call that is not a lock wait, which a contended site can
+/// make one.
+fn movable(reason: OffCpuReason) -> bool {
+    matches!(
+        reason,
+        OffCpuReason::IoMultiplexing | OffCpuReason::BlockingSyscall | OffCpuReason::Sleep
+    )
+}
+
 /// Sampled off-CPU stacks: (pid, tid, nr, lock) and their symbolized frames,
 /// with the sleep they stand for and their sample count.
 pub struct OffCpuSite {
@@ -79,36 +88,80 @@ pub struct OffCpuSite {
     pub frames: Vec<String>,
     pub ns: u64,
     pub samples: u64,
+    /// Leading strings of `frames` in runtime libraries.
+    pub runtime: usize,
 }
 
-/// Off-CPU time per thread by reason; `contended` says which locks' waits
-/// are contention, `contended_ns` each thread's time at contended wait
-/// sites (whatever the syscall): with its run-queue time, what it wanted to
-/// run and could not, which ranks the threads.
+/// What the wait sites found contended, for the off-CPU reasons.
+#[derive(Default)]
+pub struct Contended<'a> {
+    /// Whether each lock's waits are contention.
+    pub locks: HashMap<LockKey, bool>,
+    /// Per (thread, syscall), sleep at contended sites.
+    pub calls: HashMap<(u32, u32), u64>,
+    /// The contended sites' functions, and how to find a stack's site.
+    pub sites: BTreeSet<String>,
+    pub site_of: Option<&'a dyn Fn(&OffCpuSite) -> String>,
+}
+
+/// Off-CPU time per thread by reason. A sleep in a lock wait is lock
+/// contention or waiting for work as the wait sites found for that lock;
+/// a sleep in another call (a latch's epoll_wait, a pipe's read) at a
+/// contended site is lock contention too. Threads rank by what they
+/// wanted to run and could not: run queue and contention.
 pub fn offcpu(
     counters: &[OffCpuCounters],
     sites: &[OffCpuSite],
-    contended: &HashMap<LockKey, bool>,
-    contended_ns: &HashMap<u32, u64>,
+    contended: &Contended<'_>,
     comms: &HashMap<u32, String>,
 ) -> Vec<OffCpuThread> {
-    let kinds = contended;
+    let kinds = &contended.locks;
+    // What of each (thread, syscall)'s sleep is still to move to Lock.
+    let mut budget = contended.calls.clone();
     // (tid, reason) -> (pid, ns, count, ns by syscall)
     let mut per: ReasonSums = BTreeMap::new();
     for c in counters {
         let reason = reason_of(&c.reason, kinds);
+        let (mut ns, mut count) = (c.ns, c.count);
+        if let OffReason::Syscall { nr, .. } = c.reason
+            && movable(reason)
+            && let Some(b) = budget.get_mut(&(c.tid, nr))
+        {
+            let moved = ns.min(*b);
+            *b -= moved;
+            if moved > 0 {
+                let moved_count = (count as u128 * moved as u128 / ns.max(1) as u128) as u64;
+                let e = per.entry((c.tid, OffCpuReason::Lock)).or_default();
+                e.0 = c.pid;
+                e.1 += moved;
+                e.2 += moved_count;
+                *e.3.entry(syscall_name(nr)).or_default() += moved;
+                ns -= moved;
+                count -= moved_count.min(count);
+            }
+            if ns == 0 {
+                continue;
+            }
+        }
         let e = per.entry((c.tid, reason)).or_default();
         e.0 = c.pid;
-        e.1 += c.ns;
-        e.2 += c.count;
+        e.1 += ns;
+        e.2 += count;
         if let OffReason::Syscall { nr, .. } = c.reason {
-            *e.3.entry(syscall_name(nr)).or_default() += c.ns;
+            *e.3.entry(syscall_name(nr)).or_default() += ns;
         }
     }
     let mut site_stacks: HashMap<(u32, OffCpuReason), StackSums> = HashMap::new();
     for s in sites {
+        let mut reason = reason_of(&s.reason, kinds);
+        if movable(reason)
+            && let Some(site_of) = contended.site_of
+            && contended.sites.contains(&site_of(s))
+        {
+            reason = OffCpuReason::Lock;
+        }
         let e = site_stacks
-            .entry((s.tid, reason_of(&s.reason, kinds)))
+            .entry((s.tid, reason))
             .or_default()
             .entry(s.frames.clone())
             .or_default();
@@ -122,11 +175,11 @@ pub fn offcpu(
             pid,
             comm: comms.get(&tid).cloned().unwrap_or_default(),
             total_ns: 0,
-            wanted_ns: contended_ns.get(&tid).copied().unwrap_or(0),
+            wanted_ns: 0,
             reasons: vec![],
         });
         t.total_ns += ns;
-        if reason == OffCpuReason::Involuntary {
+        if matches!(reason, OffCpuReason::Involuntary | OffCpuReason::Lock) {
             t.wanted_ns += ns;
         }
         let stacks = site_stacks
@@ -387,6 +440,7 @@ mod tests {
                 frames: vec!["a".into()],
                 ns: 60,
                 samples: 3,
+                runtime: 0,
             },
             OffCpuSite {
                 tid: 5,
@@ -397,10 +451,11 @@ mod tests {
                 frames: vec!["b".into()],
                 ns: 40,
                 samples: 2,
+                runtime: 0,
             },
         ];
         let comms: HashMap<u32, String> = [(5, "reader".to_string())].into();
-        let out = offcpu(&counters, &sites, &HashMap::new(), &HashMap::new(), &comms);
+        let out = offcpu(&counters, &sites, &Contended::default(), &comms);
         assert_eq!(
             (out[0].tid, out[0].total_ns, out[0].comm.as_str()),
             (5, 1_300, "reader")
@@ -436,10 +491,25 @@ mod tests {
             off(5, OffReason::RunQueue, 30),
             off(6, OffReason::RunQueue, 50),
         ];
-        let contended: HashMap<u32, u64> = [(5, 100)].into();
-        let out = offcpu(&counters, &[], &HashMap::new(), &contended, &HashMap::new());
+        // 100 ns of thread 5's read was at a contended site (a pipe used
+        // as a lock): lock time, and time it wanted to run.
+        let contended = Contended {
+            calls: [((5, read), 100)].into(),
+            ..Default::default()
+        };
+        let out = offcpu(&counters, &[], &contended, &HashMap::new());
         let order: Vec<(u32, u64)> = out.iter().map(|t| (t.tid, t.wanted_ns)).collect();
         assert_eq!(order, vec![(5, 130), (6, 50), (7, 0)]);
+        let reasons: Vec<(OffCpuReason, u64)> =
+            out[0].reasons.iter().map(|r| (r.reason, r.ns)).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (OffCpuReason::BlockingSyscall, 900),
+                (OffCpuReason::Lock, 100),
+                (OffCpuReason::Involuntary, 30)
+            ]
+        );
     }
 
     #[test]

@@ -252,6 +252,8 @@ struct SiteAcc {
     samples: u64,
     /// Time asleep here per thread.
     by_tid: HashMap<u32, f64>,
+    /// Time asleep here per (thread, syscall).
+    by_call: HashMap<(u32, u32), f64>,
     /// Time asleep per lock word.
     by_lock: HashMap<LockKey, f64>,
 }
@@ -294,6 +296,11 @@ pub struct Waits {
     pub lock_class: HashMap<LockKey, WaitClass>,
     /// Per thread, time asleep at sites classed as contention.
     pub contended_ns: HashMap<u32, u64>,
+    /// Per (thread, syscall), time asleep at contended sites: a latch's
+    /// epoll_wait or a pipe's read that is a lock wait.
+    pub contended_calls: HashMap<(u32, u32), u64>,
+    /// The contended sites' functions.
+    pub contended_sites: BTreeSet<String>,
 }
 
 /// The wait sites, most at stake first.
@@ -320,6 +327,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         a.waiters.insert(s.key.tid);
         a.pids.insert(s.key.pid);
         *a.by_tid.entry(s.key.tid).or_default() += ns;
+        *a.by_call.entry((s.key.tid, s.key.nr)).or_default() += ns;
         let obj = s.key.lock.as_ref().map(object);
         a.lock_waiters.entry(obj).or_default().insert(s.key.tid);
         *a.syscalls.entry(name.clone()).or_default() += ns;
@@ -388,10 +396,13 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
     }
     let wall = inp.duration_ns.max(1) as f64;
     let mut contended_ns: HashMap<u32, u64> = HashMap::new();
+    let mut contended_calls: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut contended_sites = BTreeSet::new();
     let mut out: Vec<(WaitSite, Vec<LockKey>)> = sites
         .into_iter()
         .map(|(function, a)| {
             let by_tid = a.by_tid.clone();
+            let by_call = a.by_call.clone();
             let mut keys: Vec<(LockKey, f64)> = a.by_lock.iter().map(|(k, v)| (*k, *v)).collect();
             keys.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
             let keys: Vec<LockKey> = keys.into_iter().map(|k| k.0).collect();
@@ -400,6 +411,10 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
                 for (tid, ns) in by_tid {
                     *contended_ns.entry(tid).or_default() += ns.round() as u64;
                 }
+                for (call, ns) in by_call {
+                    *contended_calls.entry(call).or_default() += ns.round() as u64;
+                }
+                contended_sites.insert(site.function.clone());
             }
             (site, keys)
         })
@@ -441,6 +456,8 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         site_locks,
         lock_class,
         contended_ns,
+        contended_calls,
+        contended_sites,
     }
 }
 
