@@ -84,3 +84,14 @@ real_wait_port() {
     echo "real: nothing listens on port $1" >&2
     return 1
 }
+
+# The first TCP port from $1 up on 127.0.0.1 that nothing listens on (a
+# server left over from an earlier run, or anything else, must not make
+# this one fail).
+real_free_port() {
+    local port=$1
+    while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+        port=$((port + 1))
+    done
+    echo "$port"
+}
