@@ -17,11 +17,8 @@ pub struct LockTally {
     pub weighted_ns: u128,
     pub samples: u64,
     pub pids: BTreeSet<u32>,
-    /// Threads the samples came from.
-    pub tids: BTreeSet<u32>,
-    /// Of `weight`: waits that failed at once (EAGAIN) and that timed out.
+    /// Of `weight`: waits that failed at once (EAGAIN).
     pub futile: u64,
-    pub timeouts: u64,
 }
 
 /// One sampled sleep's circumstances: who slept, in which call and wait,
@@ -91,11 +88,8 @@ impl SampleTally {
                 e.weighted_ns += s.weight as u128 * lock.wait_ns as u128;
                 e.samples += 1;
                 e.pids.insert(s.pid);
-                e.tids.insert(s.tid);
                 if lock.op.is_wait() && lock.ret == -libc::EAGAIN {
                     e.futile += s.weight;
-                } else if lock.op.is_wait() && lock.ret == -libc::ETIMEDOUT {
-                    e.timeouts += s.weight;
                 }
             }
             if s.off_ns > 0 {

@@ -100,7 +100,6 @@ pub fn run(
                 key: l.key,
                 frames: l.frames.clone(),
                 runtime: l.runtime,
-                weight: l.weight,
                 futile: l.futile,
             })
             .collect::<Vec<_>>(),

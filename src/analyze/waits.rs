@@ -129,7 +129,7 @@ pub struct LockWaitSample {
     pub key: LockKey,
     pub frames: Vec<String>,
     pub runtime: usize,
-    pub weight: u64,
+    /// Waits that returned at once (EAGAIN) the samples stand for.
     pub futile: u64,
 }
 
@@ -249,9 +249,6 @@ struct SiteAcc {
     /// Threads that slept here on each lock object.
     lock_waiters: HashMap<Option<LockObject>, BTreeSet<u32>>,
     woken_ns: f64,
-    samples: u64,
-    /// Time asleep here per thread.
-    by_tid: HashMap<u32, f64>,
     /// Time asleep here per (thread, syscall).
     by_call: HashMap<(u32, u32), f64>,
     /// Time asleep per lock word.
@@ -294,8 +291,6 @@ pub struct Waits {
     pub site_locks: Vec<Vec<LockKey>>,
     /// The class each lock word's waits got (the site holding most of them).
     pub lock_class: HashMap<LockKey, WaitClass>,
-    /// Per thread, time asleep at sites classed as contention.
-    pub contended_ns: HashMap<u32, u64>,
     /// Per (thread, syscall), time asleep at contended sites: a latch's
     /// epoll_wait or a pipe's read that is a lock wait.
     pub contended_calls: HashMap<(u32, u32), u64>,
@@ -323,10 +318,8 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         *a.vias.entry(via).or_default() += ns;
         a.ns += ns;
         a.count += count;
-        a.samples += s.tally.samples;
         a.waiters.insert(s.key.tid);
         a.pids.insert(s.key.pid);
-        *a.by_tid.entry(s.key.tid).or_default() += ns;
         *a.by_call.entry((s.key.tid, s.key.nr)).or_default() += ns;
         let obj = s.key.lock.as_ref().map(object);
         a.lock_waiters.entry(obj).or_default().insert(s.key.tid);
@@ -395,22 +388,17 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             .unwrap_or_default();
     }
     let wall = inp.duration_ns.max(1) as f64;
-    let mut contended_ns: HashMap<u32, u64> = HashMap::new();
     let mut contended_calls: HashMap<(u32, u32), u64> = HashMap::new();
     let mut contended_sites = BTreeSet::new();
     let mut out: Vec<(WaitSite, Vec<LockKey>)> = sites
         .into_iter()
         .map(|(function, a)| {
-            let by_tid = a.by_tid.clone();
             let by_call = a.by_call.clone();
             let mut keys: Vec<(LockKey, f64)> = a.by_lock.iter().map(|(k, v)| (*k, *v)).collect();
             keys.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
             let keys: Vec<LockKey> = keys.into_iter().map(|k| k.0).collect();
             let site = site_report(function, a, inp, &usage, &pair_sites, wall);
             if site.class == WaitClass::Contention {
-                for (tid, ns) in by_tid {
-                    *contended_ns.entry(tid).or_default() += ns.round() as u64;
-                }
                 for (call, ns) in by_call {
                     *contended_calls.entry(call).or_default() += ns.round() as u64;
                 }
@@ -455,7 +443,6 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         sites,
         site_locks,
         lock_class,
-        contended_ns,
         contended_calls,
         contended_sites,
     }

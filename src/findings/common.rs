@@ -141,7 +141,6 @@ pub struct Unit<'a> {
     pub wait_ns: f64,
     pub waiters: BTreeSet<u32>,
     pub processes: u32,
-    pub futile: u64,
 }
 
 impl Unit<'_> {
@@ -206,13 +205,11 @@ pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
             wait_ns: 0.0,
             waiters: BTreeSet::new(),
             processes: 0,
-            futile: 0,
         });
         u.sites.push(s);
         u.wait_ns += s.wait_ns as f64;
         u.waiters.extend(&s.waiter_tids);
         u.processes = u.processes.max(s.processes);
-        u.futile += s.futile;
     }
     let mut out: Vec<Unit<'_>> = units.into_values().collect();
     for u in &mut out {

@@ -153,7 +153,13 @@ fn threads_that_wake_each_other_at_one_site_are_contention_whatever_the_words() 
     assert_eq!((s.waiters, s.lock_words, s.waits), (4, 4, 4000));
     assert!((s.turns_share - 1.0).abs() < 1e-9 && (s.waiting_threads - 0.8).abs() < 1e-9);
     assert!(s.evidence[0].contains("take turns"), "{:?}", s.evidence);
-    assert_eq!(w.contended_ns[&1], 200_000_000);
+    let of_thread_1: u64 = w
+        .contended_calls
+        .iter()
+        .filter(|((tid, _), _)| *tid == 1)
+        .map(|(_, ns)| ns)
+        .sum();
+    assert_eq!(of_thread_1, 200_000_000);
     assert!(w.lock_class.values().all(|c| *c == WaitClass::Contention));
     // The same, idle between waits: not contention.
     let idle: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 1_000_000)).collect();
@@ -180,7 +186,7 @@ fn an_idle_pool_woken_by_a_producer_waits_for_work() {
     assert!(pool.releases[0].in_target && !pool.releases[0].from_waiters);
     let main = w.sites.iter().find(|s| s.function == "main_loop").unwrap();
     assert_eq!(main.class, WaitClass::IoOrPeer, "{:?}", main.evidence);
-    assert!(w.contended_ns.is_empty());
+    assert!(w.contended_calls.is_empty());
 }
 
 #[test]
@@ -220,7 +226,6 @@ fn futile_waits_make_a_short_hold_lock_contention_without_much_sleep() {
         key,
         frames: frames(&["__lll_lock_wait (libc.so.6)", "Cache::lookup(int) (c.cc:3)"]),
         runtime: 1,
-        weight: 50_000,
         futile: 40_000,
     }];
     let mut s = sleep(
