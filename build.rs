@@ -11,7 +11,7 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const BPF_OBJECTS: &[&str] = &["syscalls"];
+const BPF_OBJECTS: &[&str] = &["syscalls", "floor"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));

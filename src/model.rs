@@ -308,3 +308,17 @@ pub struct Totals {
     pub exited_utime_ns: u64,
     pub exited_stime_ns: u64,
 }
+
+/// One BPF program's cost in the kernel (counted only while
+/// `kernel.bpf_stats_enabled` is 1).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProgramCost {
+    pub name: String,
+    /// Times the program ran.
+    pub runs: u64,
+    /// Time spent inside it over all runs.
+    pub run_ns: u64,
+    /// Runs the kernel skipped because the program was already running on
+    /// that CPU (an event lost to kerntax).
+    pub recursion_misses: u64,
+}

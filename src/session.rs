@@ -132,6 +132,15 @@ fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally
     tally.add(out);
 }
 
+/// kerntax's own CPU time so far (user + system, all its threads).
+fn self_cpu_ns() -> u64 {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    ns(ru.ru_utime) + ns(ru.ru_stime)
+}
+
 fn peak_rss_bytes() -> u64 {
     // SAFETY: getrusage fills the struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -304,6 +313,7 @@ fn loss(
     unwinding: &Unwinding,
     unresolved_frames: u64,
     threads_unaccounted: u64,
+    bpf_recursion_misses: u64,
 ) -> Loss {
     Loss {
         ringbuf_full: kernel.ringbuf_full,
@@ -323,6 +333,7 @@ fn loss(
         sched_map_full: kernel.sched_map_full,
         poll_map_full: kernel.poll_map_full,
         kernel_stack_lost: kernel.kernel_stack_lost,
+        bpf_recursion_misses,
     }
 }
 
@@ -386,6 +397,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         );
     }
 
+    let cpu_at_start_ns = self_cpu_ns();
     let mut window = watch(
         &collector,
         &target,
@@ -395,6 +407,8 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     )?;
     phases.mark("profiling");
     handle(collector.stop()?, &mut unwinding, &mut window.tally);
+    let window_cpu_ns = self_cpu_ns().saturating_sub(cpu_at_start_ns);
+    let programs = collector.program_costs();
     let mut rest = Vec::new();
     unwinding.flush(&mut rest);
     window.tally.add(rest);
@@ -426,6 +440,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         &unwinding,
         analyses.unresolved_frames,
         threads_unaccounted,
+        programs.iter().map(|p| p.recursion_misses).sum(),
     );
     phases.mark("symbolizing");
     let stack_samples_deferred = kernel.syscalls.iter().map(|s| s.samples_deferred).sum();
@@ -461,6 +476,8 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             attach_ns,
             peak_rss_bytes: peak_rss_bytes(),
             kernel: preflight::kernel_release(),
+            window_cpu_ns,
+            programs,
         },
         cpus,
     });

@@ -226,6 +226,21 @@ static __always_inline void no_stack(struct kt_stack_sample *s)
 		count_loss(stack_read_failed);
 }
 
+/*
+ * How a stack sample is submitted: without waking user space, which drains
+ * the ring at every timeline probe (100 ms) anyway. A wake-up per sample
+ * had kerntax's own thread take a CPU from the target thousands of times a
+ * second on a request/response server. Past a quarter full, every record
+ * wakes it. (Process events keep the default: they are rare, and a new
+ * image's maps are best read at once.)
+ */
+static __always_inline __u64 sample_wakeup(void)
+{
+	return bpf_ringbuf_query(&kt_events, BPF_RB_AVAIL_DATA) > KT_RINGBUF_BYTES / 4 ?
+		       BPF_RB_FORCE_WAKEUP :
+		       BPF_RB_NO_WAKEUP;
+}
+
 /* A record as long as the stack: copies into the ring buffer directly. */
 static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __u32 len)
 {
@@ -258,7 +273,7 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
 	}
 	s->stack_len = len;
 	bpf_dynptr_write(&ptr, 0, s, off, 0);
-	bpf_ringbuf_submit_dynptr(&ptr, 0);
+	bpf_ringbuf_submit_dynptr(&ptr, sample_wakeup());
 }
 
 /*
@@ -294,7 +309,7 @@ static __noinline void sample_stack(struct kt_stack_sample *s)
 		no_stack(s);
 	s->stack_len = len;
 	ev->s = *s;
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, sample_wakeup());
 }
 
 static __always_inline void set_user_regs(struct kt_stack_sample *s, struct pt_regs *regs)

@@ -49,6 +49,8 @@ enum {
 	BPF_F_NO_PREALLOC = 1U << 0,
 	BPF_LOCAL_STORAGE_GET_F_CREATE = 1ULL << 0,
 	BPF_RB_AVAIL_DATA = 0, /* bpf_ringbuf_query */
+	BPF_RB_NO_WAKEUP = 1ULL << 0, /* bpf_ringbuf_submit */
+	BPF_RB_FORCE_WAKEUP = 1ULL << 1,
 };
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)

@@ -6,7 +6,7 @@
 //! plain types of `crate::model`.
 
 pub mod bpf;
-mod cpu;
+pub mod cpu;
 pub mod events;
 
 use std::cell::RefCell;
@@ -23,7 +23,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Iter, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
 use crate::model::{
-    KernelCounters, KernelLoss, LockCounters, OffCpuCounters, OffReason, PollCounters,
+    KernelCounters, ProgramCost, KernelLoss, LockCounters, OffCpuCounters, OffReason, PollCounters,
     SyscallCounters, ThreadCounters, Totals, WakeupCounters,
 };
 use bpf::types;
@@ -262,6 +262,39 @@ impl<'obj> Collector<'obj> {
             .consume()
             .context("draining the BPF ring buffer")?;
         Ok(self.queue.take())
+    }
+
+    /// What each of kerntax's programs cost in the kernel so far: runs and
+    /// time inside the program, by name. The kernel counts these only while
+    /// `kernel.bpf_stats_enabled` is 1 (it costs two clock reads per run),
+    /// so without it every figure is 0; a program nothing ran is left out.
+    pub fn program_costs(&self) -> Vec<ProgramCost> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let mut costs: Vec<ProgramCost> = self
+            .skel
+            .object()
+            .progs()
+            .filter_map(|prog| {
+                let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+                let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
+                // SAFETY: a loaded program's fd, and a buffer of `len` bytes.
+                let rc = unsafe {
+                    libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                        prog.as_fd().as_raw_fd(),
+                        &mut info,
+                        &mut len,
+                    )
+                };
+                (rc == 0 && (info.run_cnt > 0 || info.recursion_misses > 0)).then(|| ProgramCost {
+                    name: prog.name().to_string_lossy().into_owned(),
+                    runs: info.run_cnt,
+                    run_ns: info.run_time_ns,
+                    recursion_misses: info.recursion_misses,
+                })
+            })
+            .collect();
+        costs.sort_by(|a, b| b.run_ns.cmp(&a.run_ns));
+        costs
     }
 
     /// Reads the final counters. Call after `stop`.

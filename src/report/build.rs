@@ -402,6 +402,13 @@ pub(crate) mod tests {
                 attach_ns: 1,
                 peak_rss_bytes: 2,
                 kernel: "k".into(),
+                window_cpu_ns: 3,
+                programs: vec![crate::model::ProgramCost {
+                    name: "kt_sys_enter".into(),
+                    runs: 10,
+                    run_ns: 1000,
+                    recursion_misses: 0,
+                }],
             },
             waits: vec![sample_wait_site()],
             cpus: 2,

@@ -701,6 +701,10 @@ pub struct Loss {
     /// CPU samples in the kernel whose kernel stack was lost (map full).
     #[serde(default)]
     pub kernel_stack_lost: u64,
+    /// Hook runs the kernel skipped because one of kerntax's programs was
+    /// already running on that CPU (a syscall, switch or wake-up unseen).
+    #[serde(default)]
+    pub bpf_recursion_misses: u64,
 }
 
 impl Loss {
@@ -728,4 +732,12 @@ pub struct Profiler {
     /// kerntax's own peak resident memory.
     pub peak_rss_bytes: u64,
     pub kernel: String,
+    /// kerntax's own CPU time (user + system, its user-space side) while it
+    /// profiled: what it took from the machine besides its BPF programs.
+    #[serde(default)]
+    pub window_cpu_ns: u64,
+    /// What each BPF program cost in the kernel, most first; counted only
+    /// while `kernel.bpf_stats_enabled` is 1 (else empty).
+    #[serde(default)]
+    pub programs: Vec<crate::model::ProgramCost>,
 }
