@@ -148,7 +148,9 @@ static __noinline void poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct
 	smp->weight = s->sample_gap + 1;
 	smp->poll_fds = fds;
 	smp->poll_ready = ready;
-	s->sample_gap = next_gap(++s->seen);
+	/* The gap grows with the calls seen on this CPU (as for syscalls). */
+	s->seen++;
+	s->sample_gap = next_gap(s->calls);
 	s->sample_countdown = s->sample_gap;
 }
 

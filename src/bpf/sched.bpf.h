@@ -31,22 +31,80 @@ struct {
 	__type(value, struct kt_time_count);
 } kt_wakeups SEC(".maps");
 
-static __always_inline void add_time(void *map, void *key, __u64 ns, bool *full)
+static __always_inline void add_time(void *map, void *key, __u64 ns, __u64 count, bool *full)
 {
-	struct kt_time_count *v = bpf_map_lookup_elem(map, key), one = { .ns = ns, .count = 1 };
+	struct kt_time_count *v = bpf_map_lookup_elem(map, key), first = { .ns = ns, .count = count };
 
 	if (v) {
 		__sync_fetch_and_add(&v->ns, ns);
-		__sync_fetch_and_add(&v->count, 1);
-	} else if (bpf_map_update_elem(map, key, &one, BPF_NOEXIST) != 0) {
+		__sync_fetch_and_add(&v->count, count);
+	} else if (bpf_map_update_elem(map, key, &first, BPF_NOEXIST) != 0) {
 		v = bpf_map_lookup_elem(map, key);
 		if (v) {
 			__sync_fetch_and_add(&v->ns, ns);
-			__sync_fetch_and_add(&v->count, 1);
+			__sync_fetch_and_add(&v->count, count);
 		} else {
 			*full = true;
 		}
 	}
+}
+
+/* Keys compared a word at a time (both are whole words, padding zeroed). */
+static __always_inline bool same_words(const __u64 *a, const __u64 *b, int words)
+{
+	for (int i = 0; i < words; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+/*
+ * Adds `ns` to what a thread keeps pending under `*key_pend`: a thread
+ * mostly sleeps in the same call on the same object, woken by the same
+ * thread, over and over, so the time gathers in its task storage and
+ * reaches the shared map only when the key changes (or at exit, or at the
+ * final snapshot). A map update on every switch was most of a switch's
+ * cost. Sizes are in words.
+ */
+#define pend_add(map, key_pend, pend, key, add_ns, full)                                           \
+	do {                                                                                   \
+		if ((pend)->count && same_words((const __u64 *)(key_pend), (const __u64 *)(key), \
+						sizeof(*(key)) / 8)) {                         \
+			(pend)->ns += (add_ns);                                                    \
+			(pend)->count++;                                                       \
+		} else {                                                                       \
+			if ((pend)->count)                                                     \
+				add_time(map, key_pend, (pend)->ns, (pend)->count, full);      \
+			*(key_pend) = *(key);                                                  \
+			(pend)->ns = (add_ns);                                                     \
+			(pend)->count = 1;                                                     \
+		}                                                                              \
+	} while (0)
+
+/* Moves a thread's pending off-CPU time and wake-ups into the maps. */
+static __always_inline void flush_pending(struct kt_task *t, __u32 pid, __u32 tid)
+{
+	bool full = false;
+
+	if (t->runq_pend.count) {
+		struct kt_offcpu_key r = { .pid = pid, .tid = tid, .reason = KT_OFF_RUNQ };
+
+		add_time(&kt_offcpu, &r, t->runq_pend.ns, t->runq_pend.count, &full);
+		t->runq_pend.ns = 0;
+		t->runq_pend.count = 0;
+	}
+	if (t->off_pend.count) {
+		add_time(&kt_offcpu, &t->off_key, t->off_pend.ns, t->off_pend.count, &full);
+		t->off_pend.ns = 0;
+		t->off_pend.count = 0;
+	}
+	if (t->wake_pend.count) {
+		add_time(&kt_wakeups, &t->wake_key, t->wake_pend.ns, t->wake_pend.count, &full);
+		t->wake_pend.ns = 0;
+		t->wake_pend.count = 0;
+	}
+	if (full)
+		count_loss(sched_map_full);
 }
 
 static __always_inline void switched_out(struct kt_task *t, struct task_struct *prev, __u64 now,
@@ -79,23 +137,23 @@ static __noinline void switched_in(struct kt_task *t, struct task_struct *next, 
 		runq = now - t->woken_ns;
 	}
 	if (t->off_reason == KT_OFF_PREEMPTED) {
-		k.reason = KT_OFF_RUNQ;
-		add_time(&kt_offcpu, &k, off, &full);
+		/* The run queue's key is the thread's own: no map until the end. */
+		t->runq_pend.ns += off;
+		t->runq_pend.count++;
 	} else {
 		if (t->off_reason == KT_OFF_SYSCALL) {
 			k.nr = t->nr;
 			if (t->lock_op == KT_LOCK_OP_WAIT || t->lock_op == KT_LOCK_OP_WAIT_PI)
 				k.lock = t->lock;
 		}
-		add_time(&kt_offcpu, &k, sleep, &full);
+		pend_add(&kt_offcpu, &t->off_key, &t->off_pend, &k, sleep, &full);
 		if (runq) {
-			struct kt_offcpu_key r = { .pid = k.pid, .tid = k.tid, .reason = KT_OFF_RUNQ };
-
-			add_time(&kt_offcpu, &r, runq, &full);
+			t->runq_pend.ns += runq;
+			t->runq_pend.count++;
 		}
 	}
 	if (t->woken_ns && t->waker.woken_tid) {
-		add_time(&kt_wakeups, &t->waker, sleep, &full);
+		pend_add(&kt_wakeups, &t->wake_key, &t->wake_pend, &t->waker, sleep, &full);
 		t->waker.woken_tid = 0;
 		t->last_wake_ns = t->woken_ns;
 		t->last_waker.pid = t->waker.waker_pid;
@@ -130,7 +188,8 @@ int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_stru
 }
 
 /* Samples the stack of a tracked waker inside a syscall, per CPU: every
- * wake-up until KT_SAMPLE_SHIFT's count, then at doubling gaps. */
+ * wake-up until KT_SAMPLE_SHIFT's count, then ~64 per doubling of the
+ * wake-ups seen. */
 static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_key *w)
 {
 	struct kt_sampler *sm = sampler();
@@ -138,6 +197,10 @@ static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_ke
 
 	if (!sm)
 		return;
+	/* Every wake-up counts, sampled or not: the gap grows with the
+	 * wake-ups seen, as for syscalls (counting only the samples taken
+	 * kept one wake-up in a few sampled for good). */
+	sm->wakes_seen++;
 	if (sm->wake_countdown) {
 		sm->wake_countdown--;
 		return;
@@ -145,7 +208,7 @@ static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_ke
 	smp.weight = sm->wake_gap + 1;
 	smp.woken_pid = w->woken_pid;
 	smp.woken_tid = w->woken_tid;
-	sm->wake_gap = next_gap(++sm->wakes_seen);
+	sm->wake_gap = next_gap(sm->wakes_seen);
 	sm->wake_countdown = sm->wake_gap;
 	set_user_regs(&smp, (struct pt_regs *)bpf_task_pt_regs(cur));
 	sample_stack(&smp);

@@ -71,6 +71,11 @@ struct {
 
 __u64 kt_adopt_pending;
 
+/* Set by user space for the final snapshot, once the programs are
+ * detached: each live thread's pending off-CPU time and wake-ups then go
+ * into the maps (sched.bpf.h). */
+__u32 kt_flush_pending;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, KT_MAX_SYSCALLS);
@@ -685,6 +690,7 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 		bpf_map_delete_elem(&kt_tgids, &tgid);
 		emit_exit_maps(p);
 	}
+	flush_pending(t, p->tgid, p->pid);
 	fill_record(&r, p, t);
 	r.exited = 1;
 	tot = totals();
@@ -734,6 +740,8 @@ int kt_snapshot(struct bpf_iter__task *ctx)
 		if (!t)
 			count_loss(task_storage_failed);
 	}
+	if (t && kt_flush_pending)
+		flush_pending(t, tgid, task->pid);
 	fill_record(&r, task, t);
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;

@@ -73,6 +73,14 @@ struct kt_task {
 	__u64 last_wake_ns;      /* when the last sleep was ended by a wake-up ... */
 	struct kt_waker_ref last_waker; /* ... and by whom */
 	__u64 yields;            /* sched_yield calls */
+	/* Off-CPU time and wake-ups not yet added to kt_offcpu / kt_wakeups
+	 * (sched.bpf.h: added when the key changes, at exit and by the final
+	 * snapshot). */
+	struct kt_time_count runq_pend;
+	struct kt_offcpu_key off_key;
+	struct kt_time_count off_pend;
+	struct kt_wakeup_key wake_key;
+	struct kt_time_count wake_pend;
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */

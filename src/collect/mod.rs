@@ -258,6 +258,11 @@ impl<'obj> Collector<'obj> {
     pub fn stop(&mut self) -> Result<Vec<Event>> {
         self.cpu = None;
         self.skel.links = Default::default();
+        // The next snapshot (the final one) moves what threads keep
+        // pending in their task storage into the off-CPU and wake-up maps.
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.kt_flush_pending = 1;
+        }
         self.ring
             .consume()
             .context("draining the BPF ring buffer")?;
