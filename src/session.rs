@@ -344,9 +344,11 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     };
     preflight::check()?;
     let mut signals = Signals::new()?;
+    phases.mark("preflight");
     let mut storage = MaybeUninit::uninit();
     let mut collector =
         Collector::load(&mut storage, opts.cpu_hz).map_err(preflight::explain_load_failure)?;
+    phases.mark("loading and attaching the BPF programs");
 
     let (mode, command, mut target) = match &what {
         What::Run(argv) => {
@@ -372,6 +374,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         unwinding.learn(target.pid);
     }
     let cpus = cpus_of(target.pid);
+    phases.mark("starting the target, reading its maps");
     let baseline = track(&collector, &target)?;
     if !target.is_child {
         // A running server registered its fds with epoll before now.
