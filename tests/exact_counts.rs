@@ -212,3 +212,60 @@ fn cpu_and_switch_figures_are_consistent() {
         p.stderr
     );
 }
+
+/// Issue 11: what each BPF program costs, from the kernel's own counters
+/// (kept while run-time statistics are enabled, here through a BPF_ENABLE_STATS
+/// descriptor that turns them off again when closed), and kerntax's own CPU.
+#[test]
+fn each_programs_runs_and_time_are_reported_while_bpf_stats_are_on_issue_11() {
+    if !bpf_available() {
+        return;
+    }
+    // union bpf_attr { struct { __u32 type; } enable_stats; }: BPF_STATS_RUN_TIME = 0.
+    let attr = [0u8; 128];
+    const BPF_ENABLE_STATS: libc::c_long = 32;
+    // SAFETY: a zeroed attribute block of the size passed.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_ENABLE_STATS, attr.as_ptr(), 128u32) };
+    assert!(
+        fd >= 0,
+        "BPF_ENABLE_STATS: {}",
+        std::io::Error::last_os_error()
+    );
+    let p = run_fixture(&["getppid", "100000"]);
+    // SAFETY: the descriptor the call above returned.
+    unsafe { libc::close(fd as i32) };
+    assert!(p.output.status.success(), "{}", p.stderr);
+    let progs = &p.report.profiler.programs;
+    for name in ["kt_sys_enter", "kt_sys_exit"] {
+        let prog = progs
+            .iter()
+            .find(|x| x.name == name)
+            .unwrap_or_else(|| panic!("{progs:?}"));
+        // Every syscall on the machine runs them, the target's 100,000 among them.
+        assert!(prog.runs >= 100_000, "{prog:?}");
+        assert!(
+            prog.run_ns > 0 && prog.run_ns / prog.runs < 100_000,
+            "{prog:?}"
+        );
+    }
+    assert!(
+        progs.windows(2).all(|w| w[0].run_ns >= w[1].run_ns),
+        "most costly first: {progs:?}"
+    );
+    assert!(p.report.profiler.window_cpu_ns > 0);
+    assert_eq!(
+        p.report.loss.bpf_recursion_misses,
+        progs.iter().map(|x| x.recursion_misses).sum::<u64>()
+    );
+
+    // Without statistics the kernel counts no runs: nothing to report.
+    let global = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap_or_default();
+    if global.trim() == "0" {
+        let p = run_fixture(&["getppid", "1000"]);
+        assert!(
+            p.report.profiler.programs.iter().all(|x| x.runs == 0),
+            "{:?}",
+            p.report.profiler.programs
+        );
+    }
+}

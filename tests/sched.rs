@@ -334,3 +334,67 @@ fn samples_in_exit_and_exec_lose_no_stack_issue_4() {
     assert_eq!(p.report.loss.stack_read_failed, 0, "{:?}", p.report.loss);
     assert_eq!(p.report.loss.kernel_stack_lost, 0, "{:?}", p.report.loss);
 }
+
+/// Issue 11: a thread's off-CPU time and wake-ups gather in its task
+/// storage until their key changes, and reach the maps at its exit or at
+/// the final snapshot. No sleep may be lost or counted twice either way:
+/// threads that exit while profiled (a whole run), and threads still alive
+/// when profiling stops (--duration).
+#[test]
+fn every_sleep_and_wakeup_is_counted_once_whether_threads_exit_or_outlive_the_profile_issue_11() {
+    if !bpf_available() {
+        return;
+    }
+    let waits = fixture("waits");
+    let waits = waits.to_str().unwrap();
+    for (extra, rounds) in [(&[][..], "20000"), (&["--duration", "1"][..], "100000000")] {
+        let p = run(extra, &[waits, "pingpong", rounds]);
+        let r = &p.report;
+        let busy: Vec<_> = r
+            .threads
+            .iter()
+            .filter(|t| t.voluntary_switches >= 1000)
+            .collect();
+        assert_eq!(busy.len(), 2, "{extra:?}: {:?}", r.threads);
+        for t in busy {
+            let off = r.offcpu.iter().find(|o| o.tid == t.tid).unwrap();
+            let sleeps: u64 = off
+                .reasons
+                .iter()
+                .filter(|x| x.reason != OffCpuReason::Involuntary)
+                .map(|x| x.count)
+                .sum();
+            // The last switch-out (at exit, or before profiling stopped)
+            // has no switch-in to end it; a thread that outlives the profile
+            // also switches between the programs' detaching and the final
+            // snapshot of its counters. A thread sleeps under one key all
+            // run long here: a pending total left unflushed would lose
+            // nearly all of them.
+            let slack = if extra.is_empty() {
+                2
+            } else {
+                2 + t.voluntary_switches / 100
+            };
+            assert!(
+                sleeps <= t.voluntary_switches && sleeps + slack >= t.voluntary_switches,
+                "{extra:?} tid {}: {sleeps} sleeps, {} voluntary switches",
+                t.tid,
+                t.voluntary_switches
+            );
+            let woken: u64 = r
+                .wakeups
+                .iter()
+                .filter(|w| w.woken_tid == t.tid)
+                .map(|w| w.count)
+                .sum();
+            assert!(
+                // A few sleeps end with no wake-up of their own (woken
+                // while still switching out); an unflushed total would be
+                // nearly all of them.
+                woken <= sleeps && woken * 100 >= sleeps * 95,
+                "{extra:?} tid {}: {woken} wake-ups of {sleeps} sleeps",
+                t.tid
+            );
+        }
+    }
+}

@@ -23,7 +23,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Iter, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
 
 use crate::model::{
-    KernelCounters, ProgramCost, KernelLoss, LockCounters, OffCpuCounters, OffReason, PollCounters,
+    KernelCounters, KernelLoss, LockCounters, OffCpuCounters, OffReason, PollCounters, ProgramCost,
     SyscallCounters, ThreadCounters, Totals, WakeupCounters,
 };
 use bpf::types;
@@ -298,7 +298,7 @@ impl<'obj> Collector<'obj> {
                 })
             })
             .collect();
-        costs.sort_by(|a, b| b.run_ns.cmp(&a.run_ns));
+        costs.sort_by_key(|c| std::cmp::Reverse(c.run_ns));
         costs
     }
 
