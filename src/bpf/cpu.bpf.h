@@ -109,7 +109,7 @@ int kt_cpu_sample(struct kt_perf_event_ctx *ctx)
 		if (pause_near(ip))
 			smp.flags |= KT_SAMPLE_SPIN;
 	}
-	sample_stack(&smp);
+	kt_sample_stack(&smp);
 	return 0;
 }
 

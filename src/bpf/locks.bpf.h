@@ -73,7 +73,7 @@ struct kt_shared_futex {
 static long shared_futex_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
 	struct kt_shared_futex *s = data;
-	struct file *f = vma->vm_file;
+	struct file *f = BPF_CORE_READ(vma, vm_file);
 
 	if (!f)
 		return 0;
@@ -212,19 +212,24 @@ static __always_inline void count_waiter(struct kt_lock_key *k)
 }
 
 /* At the exit: count the operation on its lock, and decide whether `smp`
- * samples it. */
-static __noinline void lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
+ * samples it. Global, as kt_sample_stack, to be verified once. */
+__noinline int kt_lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct kt_lock_sample ls = { .lock = t->lock, .op = t->lock_op, .wait_ns = d_ns };
-	struct kt_lock_stats *s = lock_stats(&ls.lock);
+	struct kt_lock_sample ls = { .wait_ns = d_ns };
+	struct kt_lock_stats *s;
 	struct kt_totals *tot;
 	__s64 cpu_ns;
 	__u64 seen;
 	__u32 slot;
 
+	if (!t || !smp)
+		return 0;
+	ls.lock = t->lock;
+	ls.op = t->lock_op;
+	s = lock_stats(&ls.lock);
 	if (!s)
-		return;
+		return 0;
 	/* Time on CPU inside the call: the wall time minus the time switched
 	 * out (kept by kt_switch, on the same clock). */
 	cpu_ns = (__s64)d_ns - (__s64)(t->off_cpu_ns - t->enter_off_cpu_ns);
@@ -269,7 +274,7 @@ static __noinline void lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct
 	seen = s->waits + s->wakes + s->other;
 	if (s->sample_countdown) {
 		s->sample_countdown--;
-		return;
+		return 0;
 	}
 	smp->flags |= KT_SAMPLE_LOCK;
 	smp->weight = s->sample_gap + 1;
@@ -277,6 +282,7 @@ static __noinline void lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct
 	s->sample_gap = next_gap(seen);
 	s->sample_countdown = s->sample_gap;
 	s->samples++;
+	return 0;
 }
 
 #endif

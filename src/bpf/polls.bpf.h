@@ -111,21 +111,28 @@ static __always_inline void epoll_ctl_exit(struct pt_regs *regs, long ret)
 		__sync_fetch_and_add(size, delta);
 }
 
-/* At the exit: count the call, and decide whether `smp` samples it. */
-static __noinline void poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
+/* At the exit: count the call, and decide whether `smp` samples it.
+ * Global, as kt_sample_stack, to be verified once. */
+__noinline int kt_poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
 {
-	struct kt_poll_key k = { .pid = bpf_get_current_pid_tgid() >> 32, .nr = t->nr };
+	struct kt_poll_key k = { .pid = bpf_get_current_pid_tgid() >> 32 };
 	static const struct kt_poll_stats zero;
-	struct kt_poll_stats *s = bpf_map_lookup_elem(&kt_polls, &k);
-	__s64 cpu_ns = (__s64)d_ns - (__s64)(t->off_cpu_ns - t->enter_off_cpu_ns);
-	__u32 fds = t->poll_fds, ready = ret > 0 ? ret : 0;
+	struct kt_poll_stats *s;
+	__u32 fds, ready = ret > 0 ? ret : 0;
+	__s64 cpu_ns;
 
+	if (!t || !smp)
+		return 0;
+	k.nr = t->nr;
+	s = bpf_map_lookup_elem(&kt_polls, &k);
+	cpu_ns = (__s64)d_ns - (__s64)(t->off_cpu_ns - t->enter_off_cpu_ns);
+	fds = t->poll_fds;
 	if (!s) {
 		bpf_map_update_elem(&kt_polls, &k, &zero, BPF_NOEXIST);
 		s = bpf_map_lookup_elem(&kt_polls, &k);
 		if (!s) {
 			count_loss(poll_map_full);
-			return;
+			return 0;
 		}
 	}
 	__sync_fetch_and_add(&s->calls, 1);
@@ -142,7 +149,7 @@ static __noinline void poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct
 		__sync_fetch_and_add(&s->cpu_ns, cpu_ns);
 	if (s->sample_countdown) {
 		s->sample_countdown--;
-		return;
+		return 0;
 	}
 	smp->flags |= KT_SAMPLE_CALL | KT_SAMPLE_POLL;
 	smp->weight = s->sample_gap + 1;
@@ -152,6 +159,7 @@ static __noinline void poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct
 	s->seen++;
 	s->sample_gap = next_gap(s->calls);
 	s->sample_countdown = s->sample_gap;
+	return 0;
 }
 
 #endif

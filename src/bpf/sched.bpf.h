@@ -211,7 +211,7 @@ static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_ke
 	sm->wake_gap = next_gap(sm->wakes_seen);
 	sm->wake_countdown = sm->wake_gap;
 	set_user_regs(&smp, (struct pt_regs *)bpf_task_pt_regs(cur));
-	sample_stack(&smp);
+	kt_sample_stack(&smp);
 }
 
 /*

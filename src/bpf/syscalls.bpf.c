@@ -85,6 +85,9 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	/* Allocated as used: preallocating 4,096 per-CPU entries was the
+	 * largest part of creating the maps, which the target waits for. */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 4096);
 	__type(key, struct kt_errno_key);
 	__type(value, __u64);
@@ -224,7 +227,7 @@ static __always_inline void no_stack(struct kt_stack_sample *s)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	if (!task->mm || (task->flags & KT_PF_EXITING) || s->nr == KT_NR_EXECVE ||
+	if (!BPF_CORE_READ(task, mm) || (task->flags & KT_PF_EXITING) || s->nr == KT_NR_EXECVE ||
 	    s->nr == KT_NR_EXECVEAT)
 		s->flags |= KT_SAMPLE_NO_USER;
 	else
@@ -285,14 +288,21 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
  * Copy the registers and top of the user stack so user space can unwind with
  * the binaries' own .eh_frame (libc and -O2 code keep no frame pointers).
  * `s` says what the sample stands for and has the user registers
- * (set_user_regs); this fills in the rest.
+ * (set_user_regs); this fills in the rest. A global function, so the
+ * verifier checks it once per program, not once per way of reaching it
+ * (the programs' load time is time the target waits).
  */
-static __noinline void sample_stack(struct kt_stack_sample *s)
+__noinline int kt_sample_stack(struct kt_stack_sample *s)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 sp = s->sp, len = stack_span(task, sp);
 	struct kt_stack_event *ev;
+	__u64 sp, len;
+
+	if (!s)
+		return 0;
+	sp = s->sp;
+	len = stack_span(task, sp);
 
 	s->hdr.kind = KT_EV_STACK;
 	s->hdr.pid = pid_tgid >> 32;
@@ -301,12 +311,12 @@ static __noinline void sample_stack(struct kt_stack_sample *s)
 		len = KT_STACK_BYTES;
 	if (bpf_probe_read_user_dynptr) {
 		submit_sized(s, sp, len);
-		return;
+		return 0;
 	}
 	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
 	if (!ev) {
 		count_loss(ringbuf_full);
-		return;
+		return 0;
 	}
 	if (bpf_probe_read_user(ev->stack, len, (void *)sp) != 0)
 		len = copy_stack_prefix(ev->stack, sp, len);
@@ -315,6 +325,7 @@ static __noinline void sample_stack(struct kt_stack_sample *s)
 	s->stack_len = len;
 	ev->s = *s;
 	bpf_ringbuf_submit(ev, sample_wakeup());
+	return 0;
 }
 
 static __always_inline void set_user_regs(struct kt_stack_sample *s, struct pt_regs *regs)
@@ -427,7 +438,7 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 			st->sample_carry = 0;
 			st->samples++;
 			set_user_regs(&smp, regs);
-			sample_stack(&smp);
+			kt_sample_stack(&smp);
 		}
 	}
 	t->enter_off_cpu_ns = t->off_cpu_ns;
@@ -453,10 +464,10 @@ static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long
 		/* The lock waited on, for an off-CPU sample too (op stays 0
 		 * unless the lock's own sampler takes this call). */
 		smp.lock.lock = t->lock;
-		lock_exit(t, ret, d_ns, &smp);
+		kt_lock_exit(t, ret, d_ns, &smp);
 		t->lock_op = KT_LOCK_OP_NONE;
 	} else if (is_poll_syscall(t->nr)) {
-		poll_exit(t, ret, d_ns, &smp);
+		kt_poll_exit(t, ret, d_ns, &smp);
 	} else if (t->nr == KT_NR_EPOLL_CTL) {
 		epoll_ctl_exit(regs, ret);
 	}
@@ -476,7 +487,7 @@ static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long
 	}
 	if (smp.flags) {
 		set_user_regs(&smp, regs);
-		sample_stack(&smp);
+		kt_sample_stack(&smp);
 	}
 }
 
@@ -637,7 +648,7 @@ static __always_inline void emit_exit_maps(struct task_struct *p)
 	brk = BPF_CORE_READ(p, mm, brk);
 	bpf_for_each(task_vma, vma, p, 0) {
 		struct kt_exit_mapping *m;
-		struct file *f = vma->vm_file;
+		struct file *f = BPF_CORE_READ(vma, vm_file);
 		/* The count lives in the event, not a register, so the verifier
 		 * sees one loop state instead of one per count. */
 		__u32 n = ev->count, flags = 0;
