@@ -16,17 +16,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
-#[allow(
-    clippy::all,
-    dead_code,
-    non_camel_case_types,
-    non_snake_case,
-    unsafe_op_in_unsafe_fn
-)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
-}
-
 struct Args {
     sample_hz: u64,
     duration: Option<Duration>,
@@ -64,7 +53,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args> {
 fn run() -> Result<u8> {
     let args = parse(std::env::args().skip(1))?;
     let mut storage = MaybeUninit::uninit();
-    let mut open = skel::FloorSkelBuilder::default()
+    let mut open = kerntax::collect::bpf::floor::FloorSkelBuilder::default()
         .open(&mut storage)
         .context("opening the floor's BPF object")?;
     open.progs.kt_floor_cpu_sample.set_autoattach(false);

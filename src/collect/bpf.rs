@@ -1,4 +1,6 @@
-//! The generated skeleton of `src/bpf/syscalls.bpf.c`. The BPF-side structs are
+//! The generated skeletons: `src/bpf/syscalls.bpf.c` (kerntax's programs)
+//! and `src/bpf/floor.bpf.c` (the same hooks with empty programs, for the
+//! benchmarks' floor; kerntax never loads it). The BPF-side structs are
 //! used through the types libbpf-cargo generates from the object's BTF, so the
 //! two sides cannot drift apart; `plain` reads them out of byte buffers with
 //! size and alignment checks.
@@ -11,7 +13,13 @@
     unsafe_op_in_unsafe_fn
 )]
 mod skel {
-    include!(concat!(env!("OUT_DIR"), "/syscalls.skel.rs"));
+    pub mod syscalls {
+        include!(concat!(env!("OUT_DIR"), "/syscalls.skel.rs"));
+    }
+    pub mod floor {
+        include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+    }
 }
 
-pub use skel::*;
+pub use skel::floor;
+pub use skel::syscalls::*;
