@@ -156,7 +156,6 @@ __noinline int kt_poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_s
 	smp->poll_fds = fds;
 	smp->poll_ready = ready;
 	/* The gap grows with the calls seen on this CPU (as for syscalls). */
-	s->seen++;
 	s->sample_gap = next_gap(s->calls);
 	s->sample_countdown = s->sample_gap;
 	return 0;

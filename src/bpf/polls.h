@@ -21,7 +21,6 @@ struct kt_poll_stats {
 	__u64 errors;
 	__u64 total_ns;
 	__u64 cpu_ns;    /* on CPU inside the calls */
-	__u64 seen;
 	__u32 sample_countdown;
 	__u32 sample_gap;
 };

@@ -49,60 +49,57 @@ static __always_inline void add_time(void *map, void *key, __u64 ns, __u64 count
 	}
 }
 
-/* Keys compared a word at a time (both are whole words, padding zeroed). */
-static __always_inline bool same_words(const __u64 *a, const __u64 *b, int words)
-{
-	for (int i = 0; i < words; i++)
-		if (a[i] != b[i])
-			return false;
-	return true;
-}
-
 /*
  * Adds `ns` to what a thread keeps pending under `*key_pend`: a thread
  * mostly sleeps in the same call on the same object, woken by the same
  * thread, over and over, so the time gathers in its task storage and
  * reaches the shared map only when the key changes (or at exit, or at the
  * final snapshot). A map update on every switch was most of a switch's
- * cost. Sizes are in words.
+ * cost. Keys are whole 64-bit words with their padding zeroed, so they
+ * compare a word at a time; `words` is their size in words.
  */
-#define pend_add(map, key_pend, pend, key, add_ns, full)                                           \
-	do {                                                                                   \
-		if ((pend)->count && same_words((const __u64 *)(key_pend), (const __u64 *)(key), \
-						sizeof(*(key)) / 8)) {                         \
-			(pend)->ns += (add_ns);                                                    \
-			(pend)->count++;                                                       \
-		} else {                                                                       \
-			if ((pend)->count)                                                     \
-				add_time(map, key_pend, (pend)->ns, (pend)->count, full);      \
-			*(key_pend) = *(key);                                                  \
-			(pend)->ns = (add_ns);                                                     \
-			(pend)->count = 1;                                                     \
-		}                                                                              \
-	} while (0)
+_Static_assert(sizeof(struct kt_offcpu_key) % 8 == 0, "kt_offcpu_key is whole words");
+_Static_assert(sizeof(struct kt_wakeup_key) % 8 == 0, "kt_wakeup_key is whole words");
+
+static __always_inline void pend_add(void *map, __u64 *key_pend, struct kt_time_count *pend,
+				     const __u64 *key, int words, __u64 ns, bool *full)
+{
+	bool same = pend->count != 0;
+
+	for (int i = 0; i < words && same; i++)
+		same = key_pend[i] == key[i];
+	if (same) {
+		pend->ns += ns;
+		pend->count++;
+		return;
+	}
+	if (pend->count)
+		add_time(map, key_pend, pend->ns, pend->count, full);
+	for (int i = 0; i < words; i++)
+		key_pend[i] = key[i];
+	pend->ns = ns;
+	pend->count = 1;
+}
+
+/* Adds a pending total to `map` under `key` and clears it. */
+static __always_inline void flush_one(void *map, void *key, struct kt_time_count *pend, bool *full)
+{
+	if (!pend->count)
+		return;
+	add_time(map, key, pend->ns, pend->count, full);
+	pend->ns = 0;
+	pend->count = 0;
+}
 
 /* Moves a thread's pending off-CPU time and wake-ups into the maps. */
 static __always_inline void flush_pending(struct kt_task *t, __u32 pid, __u32 tid)
 {
+	struct kt_offcpu_key runq = { .pid = pid, .tid = tid, .reason = KT_OFF_RUNQ };
 	bool full = false;
 
-	if (t->runq_pend.count) {
-		struct kt_offcpu_key r = { .pid = pid, .tid = tid, .reason = KT_OFF_RUNQ };
-
-		add_time(&kt_offcpu, &r, t->runq_pend.ns, t->runq_pend.count, &full);
-		t->runq_pend.ns = 0;
-		t->runq_pend.count = 0;
-	}
-	if (t->off_pend.count) {
-		add_time(&kt_offcpu, &t->off_key, t->off_pend.ns, t->off_pend.count, &full);
-		t->off_pend.ns = 0;
-		t->off_pend.count = 0;
-	}
-	if (t->wake_pend.count) {
-		add_time(&kt_wakeups, &t->wake_key, t->wake_pend.ns, t->wake_pend.count, &full);
-		t->wake_pend.ns = 0;
-		t->wake_pend.count = 0;
-	}
+	flush_one(&kt_offcpu, &runq, &t->runq_pend, &full);
+	flush_one(&kt_offcpu, &t->off_key, &t->off_pend, &full);
+	flush_one(&kt_wakeups, &t->wake_key, &t->wake_pend, &full);
 	if (full)
 		count_loss(sched_map_full);
 }
@@ -146,14 +143,16 @@ static __noinline void switched_in(struct kt_task *t, struct task_struct *next, 
 			if (t->lock_op == KT_LOCK_OP_WAIT || t->lock_op == KT_LOCK_OP_WAIT_PI)
 				k.lock = t->lock;
 		}
-		pend_add(&kt_offcpu, &t->off_key, &t->off_pend, &k, sleep, &full);
+		pend_add(&kt_offcpu, (__u64 *)&t->off_key, &t->off_pend, (const __u64 *)&k,
+			 sizeof(k) / 8, sleep, &full);
 		if (runq) {
 			t->runq_pend.ns += runq;
 			t->runq_pend.count++;
 		}
 	}
 	if (t->woken_ns && t->waker.woken_tid) {
-		pend_add(&kt_wakeups, &t->wake_key, &t->wake_pend, &t->waker, sleep, &full);
+		pend_add(&kt_wakeups, (__u64 *)&t->wake_key, &t->wake_pend, (const __u64 *)&t->waker,
+			 sizeof(t->waker) / 8, sleep, &full);
 		t->waker.woken_tid = 0;
 		t->last_wake_ns = t->woken_ns;
 		t->last_waker.pid = t->waker.waker_pid;
