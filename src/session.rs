@@ -132,20 +132,23 @@ fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally
     tally.add(out);
 }
 
-/// kerntax's own CPU time so far (user + system, all its threads).
-fn self_cpu_ns() -> u64 {
-    // SAFETY: getrusage fills the struct we pass.
+/// kerntax's own resource usage so far (all its threads).
+fn self_usage() -> libc::rusage {
+    // SAFETY: a zeroed rusage is valid; getrusage fills the struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru
+}
+
+/// kerntax's own CPU time so far (user + system).
+fn self_cpu_ns() -> u64 {
+    let ru = self_usage();
     let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
     ns(ru.ru_utime) + ns(ru.ru_stime)
 }
 
 fn peak_rss_bytes() -> u64 {
-    // SAFETY: getrusage fills the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    ru.ru_maxrss as u64 * 1024
+    self_usage().ru_maxrss as u64 * 1024
 }
 
 /// After profiling stopped early: lets a `run` command finish (it was sent

@@ -144,7 +144,6 @@ impl<'obj> Collector<'obj> {
         }
     }
 
-    /// Counters of every live tracked thread, read by a task iterator.
     /// Seeds the interest-set sizes of the epoll instances `pids` already
     /// have (an attached server registered its fds before kerntax came):
     /// from /proc/PID/fdinfo, where each watched fd is a `tfd:` line.
@@ -172,6 +171,7 @@ impl<'obj> Collector<'obj> {
         seeded
     }
 
+    /// Counters of every live tracked thread, read by a task iterator.
     pub fn snapshot(&self) -> Result<Vec<ThreadCounters>> {
         let link = self
             .skel
