@@ -70,11 +70,12 @@ fn lacks(r: &Report, id: &str) {
     );
 }
 
-/// The bad variant, run again once if the machine hid its problem (a real
-/// program's contention needs both CPUs: another job can take one).
-fn bad_run(name: &str, shows: impl Fn(&Report) -> bool) -> (Report, String) {
+/// The bad variant, run again once if the machine hid its problem (its
+/// first finding is not `id`: a real program's contention needs both CPUs,
+/// and another job can take one).
+fn bad_run(name: &str, id: &str) -> (Report, String) {
     let run = corpus(name, "bad");
-    if shows(&run.0) {
+    if run.0.findings.first().is_some_and(|f| f.id == id) {
         return run;
     }
     eprintln!("{name} bad: findings {:?}; running it again", ids(&run.0));
@@ -124,12 +125,7 @@ fn python_threads_serialise_on_the_gil_and_one_thread_does_not() {
     if !bpf_available() {
         return;
     }
-    let serialised = |r: &Report| {
-        r.findings
-            .first()
-            .is_some_and(|f| f.id == "lock.global-serializes")
-    };
-    let (bad, _) = bad_run("python-gil", serialised);
+    let (bad, _) = bad_run("python-gil", "lock.global-serializes");
     let f = first(&bad, "lock.global-serializes");
     // The GIL's wait: the condition variable's timed wait in take_gil
     // (a static function: unnamed without debug symbols).
@@ -175,12 +171,7 @@ fn rocksdb_cache_on_one_shard_churns_its_mutex_and_on_64_shards_does_not() {
     if !bpf_available() {
         return;
     }
-    let churns = |r: &Report| {
-        r.findings
-            .first()
-            .is_some_and(|f| f.id == "lock.futile-churn")
-    };
-    let (bad, _) = bad_run("rocksdb-cache", churns);
+    let (bad, _) = bad_run("rocksdb-cache", "lock.futile-churn");
     let f = first(&bad, "lock.futile-churn");
     // A heap mutex, named by the cache function that takes it.
     assert!(
@@ -204,12 +195,7 @@ fn postgres_backends_queue_on_a_hot_row_and_on_spread_rows_do_not() {
     if !bpf_available() {
         return;
     }
-    let queued = |r: &Report| {
-        r.findings
-            .first()
-            .is_some_and(|f| f.id == "lock.contended-site")
-    };
-    let (bad, _) = bad_run("postgres-hot-row", queued);
+    let (bad, _) = bad_run("postgres-hot-row", "lock.contended-site");
     let f = first(&bad, "lock.contended-site");
     // The row lock: backends sleep in ProcSleep on their own latch, and the
     // committing backend wakes them with a signal.
@@ -295,12 +281,7 @@ fn pigz_fed_by_a_slow_pipe_is_paced_by_its_reader_and_from_a_file_is_not() {
     if !bpf_available() {
         return;
     }
-    let paced = |r: &Report| {
-        r.findings
-            .first()
-            .is_some_and(|f| f.id == "wait.bottleneck")
-    };
-    let (bad, _) = bad_run("compressor-pool", paced);
+    let (bad, _) = bad_run("compressor-pool", "wait.bottleneck");
     let f = first(&bad, "wait.bottleneck");
     // The reader (pigz's main thread) hands blocks to the compressors and
     // itself waits in read() on the pipe, woken by pv outside the target.

@@ -117,6 +117,12 @@ fn sleep(tid: u32, site: &str, ns: u64, count: u64, ret: i32, by: Option<Waker>)
     }
 }
 
+/// `s`, slept on `key` instead of its own word.
+fn on_lock(mut s: SleepSample, key: LockKey) -> SleepSample {
+    s.key.lock = Some(key);
+    s
+}
+
 fn build_sites(
     sleeps: &[SleepSample],
     threads: &[ThreadUsage],
@@ -254,10 +260,7 @@ fn futile_waits_make_a_short_hold_lock_contention_without_much_sleep() {
 /// buffers) and wake each other do not take turns: not contention.
 #[test]
 fn stages_waking_each_other_on_different_conditions_are_not_turns() {
-    let on = |mut s: SleepSample, addr: u64| {
-        s.key.lock = Some(LockKey::Private { pid: 1, addr });
-        s
-    };
+    let on = |s: SleepSample, addr: u64| on_lock(s, LockKey::Private { pid: 1, addr });
     let mut sleeps: Vec<SleepSample> = (2..=3)
         .map(|t| {
             on(
@@ -289,10 +292,7 @@ fn a_lock_is_contention_when_contended_sites_hold_a_share_of_its_waiting() {
         pid: 1,
         addr: 0x500,
     };
-    let on_key = |mut s: SleepSample| {
-        s.key.lock = Some(key);
-        s
-    };
+    let on_key = |s: SleepSample| on_lock(s, key);
     let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 250_000_000)).collect();
     let with = |contended_ns: u64| {
         let mut sleeps: Vec<SleepSample> = (1..=4)
