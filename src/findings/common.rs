@@ -74,6 +74,18 @@ pub fn cpu_ns(r: &Report) -> f64 {
     (r.summary.user_ns + r.summary.sys_ns) as f64
 }
 
+/// CPUs left idle with `threads` threads that could run: of the CPUs the
+/// target may use (all, when a report does not say), or the threads if
+/// fewer, those it did not use.
+pub fn idle_cpus(r: &Report, threads: f64) -> f64 {
+    let cpus = if r.summary.cpus > 0 {
+        f64::from(r.summary.cpus)
+    } else {
+        f64::INFINITY
+    };
+    cpus.min(threads) - r.summary.cpus_used
+}
+
 /// A gain of `time_ns` of the run's wall time.
 pub fn wall_gain(r: &Report, time_ns: f64, basis: &str) -> ExpectedGain {
     ExpectedGain {

@@ -29,11 +29,6 @@ pub const MIN_IDLE_CPUS: f64 = 0.5;
 
 pub fn check(r: &Report) -> Vec<Finding> {
     let all_wait = contended_site_wait_ns(r);
-    let cpus = if r.summary.cpus > 0 {
-        f64::from(r.summary.cpus)
-    } else {
-        f64::INFINITY
-    };
     contention_units(r)
         .into_iter()
         .filter(|u| u.cross_process_handoff().is_none())
@@ -41,7 +36,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
             let waiting = u.waiting_share(r);
             let queued = ratio(u.wait_ns, wall_ns(r));
             let threads = u.waiters.len() as f64;
-            let idle_cpus = cpus.min(threads) - r.summary.cpus_used;
+            let idle_cpus = idle_cpus(r, threads);
             let callers = u.callers();
             let who = if u.processes > 1 {
                 format!("{} processes", u.processes)

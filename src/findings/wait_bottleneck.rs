@@ -134,12 +134,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
         .filter_map(|(tid, k)| {
             let waiting = ratio(k.wait_ns, wall_ns(r));
             let threads = r.threads.len().max(2) as f64 - 1.0;
-            let cpus = if r.summary.cpus > 0 {
-                f64::from(r.summary.cpus)
-            } else {
-                f64::INFINITY
-            };
-            let idle_cpus = cpus.min(r.threads.len() as f64) - r.summary.cpus_used;
+            let idle_cpus = idle_cpus(r, r.threads.len() as f64);
             Draft {
                 id: ID,
                 title: format!(
