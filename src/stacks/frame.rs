@@ -124,6 +124,11 @@ pub fn short_frame(frame: &str) -> String {
     out
 }
 
+/// A stack's frames as people read them (`short_frame` of each).
+pub fn short_frames(frames: &[String]) -> Vec<String> {
+    frames.iter().map(|f| short_frame(f)).collect()
+}
+
 /// The words of a function's own name (its last `::` part, without
 /// parameters), lower case: `DCget_user_macro` -> [d, cget, user, macro],
 /// `lookUpName` -> [look, up, name], `Cache::Lookup(int)` -> [lookup].

@@ -4,7 +4,7 @@
 
 use super::esc;
 use crate::render::folded::{Stacks, lines};
-use crate::stacks::frame::short_frame;
+use crate::stacks::frame::short_frames;
 
 /// One flame graph: (id, title, what a unit of width is, stacks).
 pub struct View<'a> {
@@ -19,7 +19,7 @@ fn svg(view: &View) -> Option<String> {
     let short: Stacks = view
         .stacks
         .iter()
-        .map(|(frames, n)| (frames.iter().map(|f| short_frame(f)).collect(), *n))
+        .map(|(frames, n)| (short_frames(frames), *n))
         .collect();
     let folded = lines(&short);
     if folded.is_empty() {

@@ -6,7 +6,7 @@
 mod chart;
 mod flame;
 
-use crate::stacks::frame::short_frame;
+use crate::stacks::frame::short_frames;
 
 use std::fmt::Write;
 
@@ -90,11 +90,10 @@ fn frames(out: &mut String, frames: &[String]) {
     if frames.is_empty() {
         return;
     }
-    let short: Vec<String> = frames.iter().map(|f| short_frame(f)).collect();
     let _ = writeln!(
         out,
         "<div class=\"frames\">{}</div>",
-        esc(&short.join("\n"))
+        esc(&short_frames(frames).join("\n"))
     );
 }
 
@@ -250,11 +249,7 @@ fn tables(r: &Report, out: &mut String) {
                     t(c.max_ns),
                     s(&c.callsites
                         .first()
-                        .map(|x| {
-                            let short: Vec<String> =
-                                x.frames.iter().map(|f| short_frame(f)).collect();
-                            short.join(" < ")
-                        })
+                        .map(|x| short_frames(&x.frames).join(" < "))
                         .unwrap_or_default()),
                 ]
             })
