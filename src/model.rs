@@ -284,8 +284,11 @@ pub enum FrameLoc {
     /// `module` indexes `ModuleTable`; `svma` is the lookup address (a return
     /// address minus one, so it falls inside the calling instruction).
     InModule { module: usize, svma: u64 },
-    /// An address in no file-backed mapping (JIT code, [vdso], [anon]).
+    /// An address in no file-backed mapping ([vdso], outside any mapping).
     Unmapped { addr: u64, mapping: Option<String> },
+    /// An address in anonymous executable memory of process `pid`: JIT code,
+    /// named from that process's perf map once profiling stops.
+    Jit { pid: u32, addr: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

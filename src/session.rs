@@ -6,12 +6,13 @@
 //! arrive (their process may exit any moment), and every exit path drops the
 //! BPF links, so nothing stays attached whatever happens.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 
@@ -23,6 +24,7 @@ use crate::model::{KernelCounters, KernelLoss, ThreadCounters};
 use crate::preflight;
 use crate::report::build::{Inputs, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
+use crate::stacks::jit;
 use crate::stacks::kallsyms::Kallsyms;
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
@@ -121,6 +123,7 @@ fn wait_readable(fds: &[i32], timeout: Option<Duration>) {
 
 fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally) {
     let mut out = Vec::new();
+    unwinding.new_batch();
     for ev in events {
         match ev {
             Event::Stack(s) => unwinding.push(s, &mut out),
@@ -317,6 +320,7 @@ fn loss(
     unresolved_frames: u64,
     threads_unaccounted: u64,
     bpf_recursion_misses: u64,
+    jit: &jit::Gathered,
 ) -> Loss {
     Loss {
         ringbuf_full: kernel.ringbuf_full,
@@ -337,7 +341,19 @@ fn loss(
         poll_map_full: kernel.poll_map_full,
         kernel_stack_lost: kernel.kernel_stack_lost,
         bpf_recursion_misses,
+        jit_frames_unnamed: jit.frames_unnamed(),
+        jit_stacks_cut: jit.stacks_cut,
     }
+}
+
+/// What a command kerntax starts gets in its environment: JVMs keep frame
+/// pointers in their JIT code and write its perf map at exit.
+fn run_env() -> Vec<(OsString, OsString)> {
+    let user = std::env::var("JAVA_TOOL_OPTIONS").ok();
+    vec![(
+        "JAVA_TOOL_OPTIONS".into(),
+        crate::jvm::run_options(user.as_deref()).into(),
+    )]
 }
 
 pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> {
@@ -345,6 +361,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         on: std::env::var_os("KERNTAX_DEBUG").is_some(),
         last: started,
     };
+    let started_at = SystemTime::now();
     preflight::check()?;
     let mut signals = Signals::new()?;
     phases.mark("preflight");
@@ -362,7 +379,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             (
                 Mode::Run,
                 Some(cmd),
-                Target::spawn_stopped(argv, opts.target_stdout)?,
+                Target::spawn_stopped(argv, opts.target_stdout, &run_env())?,
             )
         }
         What::Attach(pid) => (Mode::Attach, None, Target::attach(*pid)?),
@@ -425,6 +442,19 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let kernel_stacks = collector.kernel_stacks();
     drop(collector);
     phases.mark("reading counters, unwinding the rest");
+    let comms: HashMap<u32, String> = live
+        .iter()
+        .chain(&kernel.exited_threads)
+        .filter(|t| t.tid == t.pid)
+        .map(|t| (t.pid, t.comm.clone()))
+        .collect();
+    let jit = jit::gather(
+        window.tally.stacks(),
+        mode == Mode::Run,
+        started_at,
+        |pid| comms.get(&pid).cloned().unwrap_or_default(),
+    );
+    phases.mark("asking JITs for their perf maps");
 
     let exit = exit_status(&target, &mut signals, &window, &kernel);
     let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
@@ -436,6 +466,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             .unwrap_or_default()
             .name_stacks(&kernel_stacks),
         &mut unwinding,
+        &jit.maps,
         &threads,
         window.duration_ns,
         opts.cpu_hz,
@@ -447,6 +478,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         analyses.unresolved_frames,
         threads_unaccounted,
         programs.iter().map(|p| p.recursion_misses).sum(),
+        &jit,
     );
     phases.mark("symbolizing");
     let stack_samples_deferred = kernel.syscalls.iter().map(|s| s.samples_deferred).sum();
@@ -475,6 +507,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             policy: sampling_policy,
             stack_bytes_copied: crate::collect::STACK_BYTES as u64,
             unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
+            jit: jit.processes,
         },
         loss,
         profiler: Profiler {

@@ -5,7 +5,7 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -20,14 +20,6 @@ pub struct Target {
     /// Until `release`: closes at a successful exec, or carries its errno.
     exec_report: Option<OwnedFd>,
     name: String,
-}
-
-fn environ_ptr() -> *const *const libc::c_char {
-    unsafe extern "C" {
-        static environ: *const *const libc::c_char;
-    }
-    // SAFETY: reading the process's environment pointer.
-    unsafe { environ }
 }
 
 /// Finds a command as a shell would: a name with a slash is a path, others
@@ -115,8 +107,13 @@ impl Target {
     /// Why not std::process::Command: its spawn waits for the exec, which a
     /// child stopped before it never reaches. Why not ptrace: kerntax must
     /// work under strace or gdb too.
-    /// `stdout`, if given, becomes the command's standard output.
-    pub fn spawn_stopped(argv: &[OsString], stdout: Option<RawFd>) -> Result<Target> {
+    /// `stdout`, if given, becomes the command's standard output; `env`
+    /// sets (or replaces) variables of kerntax's environment for it.
+    pub fn spawn_stopped(
+        argv: &[OsString],
+        stdout: Option<RawFd>,
+        env: &[(OsString, OsString)],
+    ) -> Result<Target> {
         let name = argv[0].to_string_lossy().into_owned();
         let path = resolve_command(&argv[0])?;
         let cstr = |s: &OsStr| {
@@ -127,6 +124,21 @@ impl Target {
         let args_c: Vec<CString> = argv.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?;
         let mut args_p: Vec<*const libc::c_char> = args_c.iter().map(|a| a.as_ptr()).collect();
         args_p.push(std::ptr::null());
+        let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
+            .filter(|(k, _)| !env.iter().any(|(e, _)| e == k))
+            .collect();
+        vars.extend(env.iter().cloned());
+        let env_c: Vec<CString> = vars
+            .iter()
+            .filter_map(|(k, v)| {
+                let mut kv = k.clone();
+                kv.push("=");
+                kv.push(v);
+                CString::new(kv.into_vec()).ok()
+            })
+            .collect();
+        let mut env_p: Vec<*const libc::c_char> = env_c.iter().map(|e| e.as_ptr()).collect();
+        env_p.push(std::ptr::null());
         let mut report = [0i32; 2];
         // SAFETY: creating a pipe into a valid array.
         if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -156,7 +168,7 @@ impl Target {
                     libc::_exit(126);
                 }
                 libc::kill(libc::getpid(), libc::SIGSTOP);
-                libc::execve(path_c.as_ptr(), args_p.as_ptr(), environ_ptr());
+                libc::execve(path_c.as_ptr(), args_p.as_ptr(), env_p.as_ptr());
                 let err = *libc::__errno_location();
                 libc::write(wr.as_raw_fd(), (&err as *const i32).cast(), 4);
                 libc::_exit(127);

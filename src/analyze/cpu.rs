@@ -14,8 +14,14 @@ const MAX_SPIN_STACKS: usize = 10;
 
 /// Symbolized on-CPU samples from one user and kernel stack.
 pub struct CpuSite {
+    pub tid: u32,
     pub in_kernel: bool,
     pub spinning: bool,
+    /// Just after a compare-and-swap in user code.
+    pub after_cas: bool,
+    /// The innermost user frame is the program's (not in the C runtime's
+    /// libraries, whose lock fast paths make one CAS, not a loop).
+    pub own_code: bool,
     /// Innermost first.
     pub user_frames: Vec<String>,
     /// Innermost first; empty for a user-mode sample.
@@ -113,9 +119,54 @@ pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
     }
 }
 
+/// A function where at least this share of the user samples in it land
+/// just after a compare-and-swap retries it in a loop: a spin lock that
+/// never pauses (the CAS instruction is the slow one in such a loop, so
+/// the samples gather behind it), not code that makes a CAS now and then.
+pub const MIN_CAS_SHARE: f64 = 0.3;
+/// ... with at least this many such samples,
+pub const MIN_CAS_SAMPLES: u64 = 10;
+/// ... from at least this many threads: spinning is contending.
+pub const MIN_CAS_THREADS: usize = 2;
+
+/// Functions that spin on a compare-and-swap (see MIN_CAS_SHARE).
+fn cas_spinners(sites: &[CpuSite]) -> HashSet<String> {
+    // function -> (samples after a CAS, user samples, threads after a CAS)
+    let mut by_fn: BTreeMap<&str, (u64, u64, HashSet<u32>)> = BTreeMap::new();
+    for s in sites.iter().filter(|s| !s.in_kernel && s.own_code) {
+        let Some(f) = s.user_frames.first() else {
+            continue;
+        };
+        let e = by_fn.entry(function(f)).or_default();
+        e.1 += s.samples;
+        if s.after_cas {
+            e.0 += s.samples;
+            e.2.insert(s.tid);
+        }
+    }
+    by_fn
+        .into_iter()
+        .filter(|(_, (cas, all, threads))| {
+            *cas >= MIN_CAS_SAMPLES
+                && *cas as f64 >= MIN_CAS_SHARE * *all as f64
+                && threads.len() >= MIN_CAS_THREADS
+        })
+        .map(|(f, _)| f.to_string())
+        .collect()
+}
+
 pub fn spin(sites: &[CpuSite], threads: &[ThreadUsage], duration_ns: u64) -> SpinReport {
     let all: u64 = sites.iter().map(|s| s.samples).sum();
-    let spin_samples: u64 = sites.iter().filter(|s| s.spinning).map(|s| s.samples).sum();
+    let cas = cas_spinners(sites);
+    let cas_spin = |s: &CpuSite| {
+        !s.spinning
+            && s.after_cas
+            && !s.in_kernel
+            && s.user_frames.first().is_some_and(|f| cas.contains(function(f)))
+    };
+    let spins = |s: &CpuSite| s.spinning || cas_spin(s);
+    let spin_samples: u64 = sites.iter().filter(|s| spins(s)).map(|s| s.samples).sum();
+    let cas_spin_samples: u64 = sites.iter().filter(|s| cas_spin(s)).map(|s| s.samples).sum();
     let mut yields: Vec<ThreadYields> = threads
         .iter()
         .filter(|t| t.yields > 0)
@@ -134,6 +185,7 @@ pub fn spin(sites: &[CpuSite], threads: &[ThreadUsage], duration_ns: u64) -> Spi
     yields.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.tid.cmp(&b.tid)));
     SpinReport {
         spin_samples,
+        cas_spin_samples,
         spin_share: if all == 0 {
             0.0
         } else {
@@ -142,7 +194,7 @@ pub fn spin(sites: &[CpuSite], threads: &[ThreadUsage], duration_ns: u64) -> Spi
         spin_stacks: fold(
             sites
                 .iter()
-                .filter(|s| s.spinning)
+                .filter(|s| spins(s))
                 .map(|s| (folded(s), s.samples)),
             MAX_SPIN_STACKS,
         ),
@@ -162,8 +214,11 @@ mod tests {
         samples: u64,
     ) -> CpuSite {
         CpuSite {
+            tid: 1,
             in_kernel,
             spinning,
+            after_cas: false,
+            own_code: true,
             user_frames: user.iter().map(|s| s.to_string()).collect(),
             kernel_frames: kernel.iter().map(|s| s.to_string()).collect(),
             samples,

@@ -19,6 +19,7 @@ use crate::report::build::SampledSite;
 use crate::report::{
     Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WaitSite, WakeupReport,
 };
+use crate::stacks::jit::JitMaps;
 use crate::stacks::kallsyms::KernelStacks;
 use crate::stacks::symbolize::Symbols;
 use crate::stacks::unwind::Unwinding;
@@ -47,6 +48,7 @@ pub fn run(
     tally: &SampleTally,
     kernel_stacks: &KernelStacks,
     unwinding: &mut Unwinding,
+    jit_maps: &JitMaps,
     threads: &[ThreadUsage],
     duration_ns: u64,
     cpu_hz: u64,
@@ -58,7 +60,11 @@ pub fn run(
         .iter()
         .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
         .collect();
-    let symbols = Symbols::resolve(&unwinding.modules, tally.stacks().flat_map(|s| &s.frames));
+    let symbols = Symbols::resolve(
+        &unwinding.modules,
+        jit_maps,
+        tally.stacks().flat_map(|s| &s.frames),
+    );
     let frames = |s: &UnwoundStack| symbols.stack(&s.frames);
     let runtime = |s: &UnwoundStack| symbols.runtime_prefix(&unwinding.modules, &s.frames);
     let lock_sites: Vec<LockSite> = tally
@@ -173,9 +179,12 @@ pub fn run(
     let cpu_sites: Vec<CpuSite> = tally
         .cpu
         .iter()
-        .map(|((_, c, stack), &samples)| CpuSite {
+        .map(|((tid, c, stack), &samples)| CpuSite {
+            tid: *tid,
             in_kernel: c.in_kernel,
             spinning: c.spinning,
+            after_cas: c.after_cas,
+            own_code: runtime(stack) == 0,
             user_frames: frames(stack),
             kernel_frames: c
                 .kernel_stack

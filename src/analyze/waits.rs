@@ -22,7 +22,9 @@ use super::aggregate::ThreadUsage;
 use crate::model::{LockKey, OffCpuCounters, OffReason, Waker};
 use crate::names::syscall_name;
 use crate::report::{CountedStack, Release, TimedStack, WaitClass, WaitSite};
-use crate::stacks::frame::{function, short_function, words};
+use crate::stacks::frame::{function, jit_kind, short_function, split, words};
+use crate::stacks::symbolize::JIT_LOCATION;
+use crate::stacks::jit::JitKind;
 use crate::tally::{SleepKey, SleepTally};
 
 /// Stacks kept per site and per release.
@@ -51,6 +53,7 @@ pub const WAIT_WORDS: &[&str] = &[
     "cond",
     "condvar",
     "acquire",
+    "await",
     "parker",
 ];
 /// The same on the release side (`Mutex::Unlock`, `SetLatch`, `sem_post`).
@@ -161,19 +164,69 @@ pub struct Inputs<'a> {
 /// the first own frame past the runtime's; wrappers are own frames whose
 /// name has one of `wrapper_words`.
 pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (String, Vec<String>) {
-    let own: Vec<&str> = frames.iter().skip(runtime).map(|f| function(f)).collect();
+    let own: Vec<&str> = frames.iter().skip(runtime).map(String::as_str).collect();
     if own.is_empty() {
         // All runtime: name it by the outermost runtime frame.
         let name = frames.last().map_or("[no stack]", |f| function(f));
         return (name.to_string(), vec![]);
     }
-    let mut via = vec![];
-    for f in own.iter().take(MAX_WRAPPERS) {
-        let wrapper = words(f).iter().any(|w| wrapper_words.contains(&w.as_str()));
-        if !wrapper {
-            return (f.to_string(), via);
+    let is_wrapper = |f: &str| words(f).iter().any(|w| wrapper_words.contains(&w.as_str()));
+    let mut via: Vec<String> = vec![];
+    let mut looked = 0;
+    // A language runtime's code (its native library, its platform's JIT
+    // methods, its stubs) passed on the way: threads of a VM pass through
+    // it to reach the program's methods, and its own threads never do.
+    let mut in_runtime = false;
+    // JIT code met: the runtime's native frames beyond it are the VM's
+    // entry into Java (a thread's start), no place to name a wait by.
+    let mut past_jit = false;
+    let mut platform: Option<(String, usize)> = None;
+    let mut last_platform: Option<(String, usize)> = None;
+    let mut first_stub: Option<(String, usize)> = None;
+    for f in own {
+        let name = function(f);
+        let jit = split(f).1 == Some(JIT_LOCATION);
+        match jit_kind(f) {
+            Some(JitKind::Stub) => {
+                in_runtime = true;
+                past_jit = true;
+                first_stub.get_or_insert((name.to_string(), via.len()));
+                continue;
+            }
+            Some(JitKind::Platform) => {
+                in_runtime = true;
+                past_jit |= jit;
+                if (jit || !past_jit) && platform.is_none() && !is_wrapper(name) {
+                    platform = Some((name.to_string(), via.len()));
+                }
+                if jit || !past_jit {
+                    last_platform = Some((name.to_string(), via.len()));
+                }
+                via.push(name.to_string());
+                continue;
+            }
+            Some(JitKind::Program) => in_runtime = true,
+            None if in_runtime => {
+                // Out of the runtime into other native code (the C library's
+                // thread start) without meeting a method of the program's:
+                // the thread runs the runtime's own code (a pool's worker
+                // loop, a GC thread), or methods the JIT did not name.
+                break;
+            }
+            None => {}
         }
-        via.push(f.to_string());
+        if looked == MAX_WRAPPERS {
+            break;
+        }
+        looked += 1;
+        if !is_wrapper(name) {
+            return (name.to_string(), via);
+        }
+        via.push(name.to_string());
+    }
+    if let Some((site, at)) = platform.or(first_stub).or(last_platform) {
+        via.truncate(at);
+        return (site, via);
     }
     // Nothing but wrappers: the outermost seen is the site.
     let site = via.pop().unwrap_or_default();
@@ -448,6 +501,40 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
     }
 }
 
+/// Whether the site's waiters sleep on lock objects of their own: at least
+/// two objects, each slept on by one thread only.
+fn per_waiter_objects(a: &SiteAcc) -> bool {
+    let objects: Vec<&BTreeSet<u32>> = a
+        .lock_waiters
+        .iter()
+        .filter(|(o, _)| o.is_some())
+        .map(|(_, t)| t)
+        .collect();
+    objects.len() >= 2 && objects.iter().all(|t| t.len() == 1)
+}
+
+/// Distinct wakers (among the waiters) per woken waiter, on average, above
+/// which the waiters hand over to one another in no fixed order.
+const MIN_WAKERS_PER_WAITER: f64 = 2.0;
+
+/// Whether the waiters woke one another in no fixed order: each woken
+/// waiter was woken by several of the others (a lock handed to whoever is
+/// next), not by one fixed neighbour (a pipeline's stages).
+fn mixed_wakes(a: &SiteAcc) -> bool {
+    let mut wakers: HashMap<u32, BTreeSet<u32>> = HashMap::new();
+    for r in a.releases.values() {
+        for &(waker, woken) in r.pairs.keys() {
+            if waker != woken && a.waiters.contains(&waker) && a.waiters.contains(&woken) {
+                wakers.entry(woken).or_default().insert(waker);
+            }
+        }
+    }
+    a.waiters.len() >= 3
+        && !wakers.is_empty()
+        && wakers.values().map(|w| w.len() as f64).sum::<f64>() / wakers.len() as f64
+            >= MIN_WAKERS_PER_WAITER
+}
+
 fn site_report(
     function: String,
     a: SiteAcc,
@@ -469,10 +556,18 @@ fn site_report(
     // Turns: the waker slept here itself, on the same lock object (a
     // pipeline's stages may wait in one function for different conditions
     // and wake each other without contending).
+    // Where each waiter sleeps on an object of its own (a per-thread parker
+    // or semaphore), the object cannot tell a lock from a pipeline: there
+    // the wakes among the waiters decide: a lock's holder wakes whichever
+    // waiter is next, so waiters are woken by several of the others.
+    let shuffled = per_waiter_objects(&a) && mixed_wakes(&a);
     let turns_ns: f64 = a
         .woken_by
         .iter()
-        .filter(|((w, obj), _)| a.lock_waiters.get(obj).is_some_and(|t| t.contains(w)))
+        .filter(|((w, obj), _)| {
+            a.lock_waiters.get(obj).is_some_and(|t| t.contains(w))
+                || (shuffled && a.waiters.contains(w))
+        })
         .map(|(_, ns)| ns)
         .sum();
     let turns_share = if a.woken_ns > 0.0 {

@@ -7,6 +7,11 @@
  * A user-mode sample whose instruction is next to a PAUSE (F3 90), the
  * spin-wait hint every spin loop worth the name executes, counts as
  * spinning: CPU burned waiting, not working.
+ *
+ * A spin loop that never pauses (a compare-and-swap retried at once, as a
+ * JIT compiles an AtomicBoolean spin lock) has no such mark; a sample just
+ * after a LOCK CMPXCHG is flagged, and user space decides from where the
+ * flagged samples gather whether threads spin there (analyze/cpu.rs).
  */
 #ifndef KT_CPU_BPF_H
 #define KT_CPU_BPF_H
@@ -86,6 +91,29 @@ static __always_inline bool pause_near(__u64 ip)
 	return false;
 }
 
+/*
+ * Whether a LOCK CMPXCHG (F0, an optional REX prefix, 0F B0/B1) ends in
+ * the 24 bytes before `ip`: the sample was taken at, or just after, a
+ * compare-and-swap.
+ */
+static __always_inline bool cas_before(__u64 ip)
+{
+	__u8 code[24];
+
+	if (bpf_probe_read_user(code, sizeof(code), (void *)(ip - 24)) != 0)
+		return false;
+	for (int i = 0; i < 21; i++) {
+		if (code[i] != 0xf0)
+			continue;
+		int j = i + 1;
+		if ((code[j] & 0xf0) == 0x40)
+			j++;
+		if (j + 1 < 24 && code[j] == 0x0f && (code[j + 1] == 0xb1 || code[j + 1] == 0xb0))
+			return true;
+	}
+	return false;
+}
+
 SEC("perf_event")
 int kt_cpu_sample(struct kt_perf_event_ctx *ctx)
 {
@@ -108,6 +136,8 @@ int kt_cpu_sample(struct kt_perf_event_ctx *ctx)
 		smp.bp = ctx->bp;
 		if (pause_near(ip))
 			smp.flags |= KT_SAMPLE_SPIN;
+		else if (cas_before(ip))
+			smp.flags |= KT_SAMPLE_CAS;
 	}
 	kt_sample_stack(&smp);
 	return 0;

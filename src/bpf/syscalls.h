@@ -125,6 +125,7 @@ struct kt_event_header {
 #define KT_SAMPLE_IN_KERNEL 64 /* ... taken in the kernel: kstack_id has its stack */
 #define KT_SAMPLE_SPIN 128  /* ... at a spin-wait (PAUSE) loop in user code */
 #define KT_SAMPLE_NO_USER 256 /* no user stack: exiting, or its image replaced by execve */
+#define KT_SAMPLE_CAS 512   /* ... next to a LOCK CMPXCHG in user code (a CAS loop?) */
 
 /* A sampled user stack and what it stands for (KT_SAMPLE_* roles): taken at
  * a syscall's entry (calls), its exit (lock operations, sleep), or a wake. */

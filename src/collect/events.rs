@@ -84,6 +84,8 @@ pub struct CpuSample {
     pub in_kernel: bool,
     /// At a spin-wait (PAUSE) loop in user code.
     pub spinning: bool,
+    /// Just after a compare-and-swap (LOCK CMPXCHG) in user code.
+    pub after_cas: bool,
 }
 
 impl StackSample {
@@ -206,6 +208,7 @@ impl Event {
                         kernel_stack: (ev.kstack_id >= 0).then_some(ev.kstack_id),
                         in_kernel: ev.flags & KT_SAMPLE_IN_KERNEL != 0,
                         spinning: ev.flags & KT_SAMPLE_SPIN != 0,
+                        after_cas: ev.flags & KT_SAMPLE_CAS != 0,
                     }),
                     ip: ev.ip,
                     sp: ev.sp,

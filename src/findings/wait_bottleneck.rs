@@ -27,6 +27,11 @@ pub const MIN_THREADS_WOKEN: f64 = 2.0;
 pub const MIN_WAITING_THREADS: f64 = 0.5;
 /// Wake-ups of one consumer by the producer: handed work again and again.
 pub const MIN_WAKES_PER_CONSUMER: u64 = 10;
+/// Share of the run the thread sleeps on a timer (nanosleep, pause) at or
+/// under which it can pace the others: one that mostly sleeps on purpose
+/// hands out work on a schedule (a dispatcher, a heartbeat), and the threads
+/// it wakes are an idle pool, not a pipeline it holds back.
+pub const MAX_TIMER_SLEEP_SHARE: f64 = 0.5;
 /// CPUs left idle while they wait (of the CPUs the target may use, or its
 /// threads if fewer): a pipeline whose stages keep every CPU busy is paced
 /// by its work, not by a waiting producer.
@@ -108,6 +113,27 @@ fn own_wait(r: &Report, tid: u32) -> String {
     )
 }
 
+/// Time thread `tid` slept on a timer: in nanosleep and the like, or in
+/// waits the kernel's timer ended (a timed wait that timed out, as a JVM's
+/// Thread.sleep is).
+fn timer_sleep_ns(r: &Report, tid: u32) -> f64 {
+    let sleeping: f64 = r
+        .offcpu
+        .iter()
+        .filter(|t| t.tid == tid)
+        .flat_map(|t| &t.reasons)
+        .filter(|x| x.reason == OffCpuReason::Sleep)
+        .map(|x| x.ns as f64)
+        .sum();
+    let timed_out: f64 = r
+        .wakeups
+        .iter()
+        .filter(|w| w.woken_tid == tid && w.mechanism.starts_with("kernel"))
+        .map(|w| w.wait_ns as f64)
+        .sum();
+    sleeping.max(timed_out)
+}
+
 pub fn check(r: &Report) -> Vec<Finding> {
     let mut wakers: BTreeMap<u32, Waker> = BTreeMap::new();
     let mut total = 0.0;
@@ -152,6 +178,11 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     at_least("threads_woken", k.woken.len() as f64, MIN_THREADS_WOKEN),
                     at_least("waiting_threads", waiting, MIN_WAITING_THREADS),
                     at_least("idle_cpus", idle_cpus, MIN_IDLE_CPUS),
+                    at_most(
+                        "timer_sleep_share",
+                        ratio(timer_sleep_ns(r, *tid), wall_ns(r)),
+                        MAX_TIMER_SLEEP_SHARE,
+                    ),
                 ],
                 culprit: Culprit {
                     kind: CulpritKind::Thread,

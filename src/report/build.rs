@@ -395,6 +395,7 @@ pub(crate) mod tests {
                 policy: "test".into(),
                 stack_bytes_copied: 0,
                 unwinder: "test".into(),
+                jit: vec![],
             },
             loss: Loss::default(),
             profiler: Profiler {

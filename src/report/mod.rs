@@ -614,8 +614,12 @@ pub struct CpuFunction {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SpinReport {
-    /// On-CPU samples in user code at a spin-wait (PAUSE) loop.
+    /// On-CPU samples in user code at a spin-wait loop: at a PAUSE, or
+    /// just after a compare-and-swap retried in a loop by several threads.
     pub spin_samples: u64,
+    /// Of those, the samples at a compare-and-swap loop with no PAUSE.
+    #[serde(default)]
+    pub cas_spin_samples: u64,
     /// Their share of all on-CPU samples of the target, 0..1.
     pub spin_share: f64,
     /// Where it spun, most samples first.
@@ -665,6 +669,28 @@ pub struct Sampling {
     pub policy: String,
     pub stack_bytes_copied: u64,
     pub unwinder: String,
+    /// Processes with JIT-compiled code in their stacks, and how its frames
+    /// were named.
+    #[serde(default)]
+    pub jit: Vec<JitProcess>,
+}
+
+/// One process's JIT code (a JVM, Node, CPython's perf trampolines): where
+/// its frames' names came from, and what kept some of them unnamed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JitProcess {
+    pub pid: u32,
+    pub comm: String,
+    /// Entries of its perf map read (0 when there was none).
+    pub perf_map_entries: u64,
+    /// JIT frames (distinct addresses) in its stacks, and of those named.
+    pub frames: u64,
+    pub frames_named: u64,
+    /// Whether its JIT code keeps frame pointers, the one way to walk a
+    /// stack through it (null: not known).
+    pub frame_pointers: Option<bool>,
+    /// What went wrong, in words, with what to do; null when nothing did.
+    pub problem: Option<String>,
 }
 
 /// Everything dropped or not resolved; all zero in a clean run.
@@ -705,6 +731,13 @@ pub struct Loss {
     /// already running on that CPU (a syscall, switch or wake-up unseen).
     #[serde(default)]
     pub bpf_recursion_misses: u64,
+    /// Distinct frames in JIT code that no perf map named.
+    #[serde(default)]
+    pub jit_frames_unnamed: u64,
+    /// Distinct stacks that end in JIT code of a JVM running without frame
+    /// pointers: cut there, their callers unseen.
+    #[serde(default)]
+    pub jit_stacks_cut: u64,
 }
 
 impl Loss {

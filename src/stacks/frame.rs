@@ -45,6 +45,19 @@ pub fn split(frame: &str) -> (&str, Option<&str>, bool) {
     (body, None, inlined)
 }
 
+/// What a frame past the C runtime's is: JIT code of a kind, the native
+/// code of a language runtime (`Parker::park (libjvm.so)`, which counts as
+/// the platform's), or other native code (None).
+pub fn jit_kind(frame: &str) -> Option<super::jit::JitKind> {
+    match split(frame) {
+        (name, Some(super::symbolize::JIT_LOCATION), _) => Some(super::jit::kind(name.trim())),
+        (_, Some(lib), _) if super::symbolize::is_language_runtime(lib) => {
+            Some(super::jit::JitKind::Platform)
+        }
+        _ => None,
+    }
+}
+
 /// The function a frame names: `ns_get (icinga.c:115)` -> `ns_get`.
 pub fn function(frame: &str) -> &str {
     split(frame).0.trim()

@@ -3,6 +3,7 @@
 
 pub mod elf;
 pub mod frame;
+pub mod jit;
 pub mod kallsyms;
 pub mod maps;
 pub mod symbolize;

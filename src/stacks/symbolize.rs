@@ -9,6 +9,7 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::elf::ModuleTable;
+use super::jit::{self, JitMaps};
 use crate::model::FrameLoc;
 
 /// Symbolized frames: each location becomes one or more strings (inlined
@@ -35,13 +36,35 @@ fn location(ci: &CodeInfo<'_>) -> String {
     }
 }
 
-/// `name (file:line)` where debug info exists, `name (library)` otherwise.
+/// `name (file:line)` where debug info exists, `name (library)` otherwise;
+/// always `name (library)` for a language runtime's library, so its frames
+/// can be told from the program's (`frame::layer`).
 pub fn frame_string(name: &str, code: Option<&CodeInfo<'_>>, module: &str) -> String {
     match code {
-        Some(ci) => format!("{name} ({})", location(ci)),
-        None => format!("{name} ({})", file_name(module)),
+        Some(ci) if !is_language_runtime(module) => format!("{name} ({})", location(ci)),
+        _ => format!("{name} ({})", file_name(module)),
     }
 }
+
+/// Native libraries of language runtimes (a VM, its launcher, its class
+/// library's native half): their frames are the runtime's machinery — its
+/// own threads' loops, its parking and monitor code — that a program's
+/// thread passes through on the way to the program's own code.
+const LANGUAGE_RUNTIME_LIBRARIES: &[&str] = &[
+    "libjvm.so",
+    "libjli.so",
+    "libjava.so",
+    "libnio.so",
+    "libnet.so",
+];
+
+/// Whether `path` (or a frame's location) is a language runtime's library.
+pub fn is_language_runtime(path: &str) -> bool {
+    LANGUAGE_RUNTIME_LIBRARIES.contains(&file_name(path))
+}
+
+/// The location a frame of JIT code shows: `Spin.work (jit)`.
+pub const JIT_LOCATION: &str = "jit";
 
 /// Libraries whose frames are the runtime's wait and lock machinery (libc,
 /// the C++ runtime, the loader), not the program's own code: a wait site is
@@ -78,6 +101,7 @@ impl Symbols {
                     .get(*module)
                     .is_some_and(|p| is_runtime_library(p)),
                 FrameLoc::Unmapped { mapping, .. } => mapping.as_deref() == Some("[vdso]"),
+                FrameLoc::Jit { .. } => false,
             };
             if !runtime {
                 break;
@@ -89,6 +113,7 @@ impl Symbols {
 
     pub fn resolve<'a>(
         modules: &ModuleTable,
+        jit_maps: &JitMaps,
         locs: impl IntoIterator<Item = &'a FrameLoc>,
     ) -> Symbols {
         let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
@@ -105,6 +130,19 @@ impl Symbols {
                     };
                     out.names.insert(loc.clone(), vec![s]);
                     out.unresolved += 1;
+                }
+                FrameLoc::Jit { pid, addr } => {
+                    if out.names.contains_key(loc) {
+                        continue;
+                    }
+                    let s = match jit_maps.lookup(*pid, *addr) {
+                        Some(name) => format!("{} ({JIT_LOCATION})", jit::display_name(name)),
+                        None => {
+                            out.unresolved += 1;
+                            format!("[jit] {addr:#x}")
+                        }
+                    };
+                    out.names.insert(loc.clone(), vec![s]);
                 }
             }
         }
@@ -208,7 +246,7 @@ mod tests {
                 mapping: None,
             },
         ];
-        let s = Symbols::resolve(&ModuleTable::default(), &locs);
+        let s = Symbols::resolve(&ModuleTable::default(), &JitMaps::default(), &locs);
         assert_eq!(
             s.stack(&locs),
             vec![

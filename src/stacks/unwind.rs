@@ -81,6 +81,8 @@ pub struct Unwinding {
     /// are kerntax's own code, not the command's.
     before_exec: HashSet<u32>,
     cache: CacheX86_64,
+    /// Processes whose memory map was read again in this batch of samples.
+    reread: HashSet<u32>,
     pub stats: UnwindStats,
 }
 
@@ -324,35 +326,25 @@ impl Unwinding {
                 stack,
             };
         };
-        // Set when the unwinder wanted stack beyond the bytes copied: the one
-        // way a stack is cut short rather than ended (a trampoline without
-        // unwind info, like ld.so's _start or makecontext's, just ends it).
-        let mut beyond_copy = false;
-        let copied_end = s.sp + s.stack.len() as u64;
-        let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            let off = addr.checked_sub(s.sp).ok_or(())? as usize;
-            match s.stack.get(off..off.checked_add(8).ok_or(())?) {
-                Some(bytes) => Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?)),
-                None => {
-                    beyond_copy |= addr >= copied_end;
-                    Err(())
-                }
-            }
+        let (mut frames, mut truncated) = walk(p, &mut self.cache, s, owner);
+        // A frame in no mapping known: code mapped since the map was read
+        // (a library loaded late, a JIT's code cache grown). Read it again,
+        // at most once per batch of samples.
+        let outside = |frames: &[FrameLoc]| {
+            frames
+                .iter()
+                .any(|f| matches!(f, FrameLoc::Unmapped { mapping: None, .. }))
         };
-        let regs = UnwindRegsX86_64::new(s.ip, s.sp, s.bp);
-        let mut iter = p
-            .unwinder
-            .iter_frames(s.ip, regs, &mut self.cache, &mut read_stack);
-        let mut frames = Vec::new();
-        let mut truncated = false;
-        while let Ok(Some(frame)) = iter.next() {
-            if frames.len() == MAX_FRAMES {
-                truncated = true;
-                break;
+        if outside(&frames)
+            && self.reread.insert(owner)
+            && let Ok(mappings) = maps::read(owner)
+        {
+            self.learn_paths(&mappings);
+            self.keep(owner, mappings);
+            if let Some(p) = self.procs.get(&owner) {
+                (frames, truncated) = walk(p, &mut self.cache, s, owner);
             }
-            frames.push(locate(&p.regions, frame));
         }
-        truncated |= beyond_copy;
         if truncated {
             self.stats.truncated += 1;
         }
@@ -362,9 +354,51 @@ impl Unwinding {
             stack,
         }
     }
+
+    /// A new batch of samples: a process's map may be read again once.
+    pub fn new_batch(&mut self) {
+        self.reread.clear();
+    }
 }
 
-fn locate(regions: &[Region], frame: FrameAddress) -> FrameLoc {
+/// Walks the stack of `s` in process `p` (`owner`): its frames, and whether
+/// it was cut short.
+fn walk(
+    p: &Process,
+    cache: &mut CacheX86_64,
+    s: &StackSample,
+    owner: u32,
+) -> (Vec<FrameLoc>, bool) {
+    // Set when the unwinder wanted stack beyond the bytes copied: the one
+    // way a stack is cut short rather than ended (a trampoline without
+    // unwind info, like ld.so's _start or makecontext's, just ends it).
+    let mut beyond_copy = false;
+    let copied_end = s.sp + s.stack.len() as u64;
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        let off = addr.checked_sub(s.sp).ok_or(())? as usize;
+        match s.stack.get(off..off.checked_add(8).ok_or(())?) {
+            Some(bytes) => Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?)),
+            None => {
+                beyond_copy |= addr >= copied_end;
+                Err(())
+            }
+        }
+    };
+    let regs = UnwindRegsX86_64::new(s.ip, s.sp, s.bp);
+    let mut iter = p.unwinder.iter_frames(s.ip, regs, cache, &mut read_stack);
+    let mut frames = Vec::new();
+    let mut truncated = false;
+    while let Ok(Some(frame)) = iter.next() {
+        if frames.len() == MAX_FRAMES {
+            truncated = true;
+            break;
+        }
+        frames.push(locate(&p.regions, owner, frame));
+    }
+    truncated |= beyond_copy;
+    (frames, truncated)
+}
+fn locate(regions: &[Region], pid: u32, frame: FrameAddress) -> FrameLoc {
     let lookup = frame.address_for_lookup();
     match regions.iter().find(|r| (r.start..r.end).contains(&lookup)) {
         Some(Region {
@@ -374,6 +408,7 @@ fn locate(regions: &[Region], frame: FrameAddress) -> FrameLoc {
             module: *module,
             svma: lookup.wrapping_sub(*bias),
         },
+        Some(Region { name: None, .. }) => FrameLoc::Jit { pid, addr: lookup },
         Some(r) => FrameLoc::Unmapped {
             addr: lookup,
             mapping: r.name.clone(),

@@ -1,0 +1,182 @@
+//! Asking a running HotSpot JVM for what profiling its JIT code needs: the
+//! perf map of its compiled code (`Compiler.perfmap`) and whether its JIT
+//! code keeps frame pointers (`VM.flags`), through the JVM's own attach
+//! mechanism (what `jcmd` does), so a JVM needs no tool of its own JDK.
+//!
+//! How: the JVM starts its attach listener when it gets SIGQUIT while a file
+//! `.attach_pidNSPID` exists in its working directory (or /tmp); it then
+//! listens on `/tmp/.java_pidNSPID` (its /tmp) for `1\0CMD\0ARG\0\0\0` and
+//! answers with a result code line and the command's output. SIGQUIT is
+//! sent only to a JVM that handles it (one started with `-Xrs` would dump
+//! core); one started with `-XX:+DisableAttachMechanism` never answers and
+//! is given up on after a few seconds.
+//!
+//! For `run`, the JVMs kerntax starts get what they need from
+//! `JAVA_TOOL_OPTIONS` instead (`run_options`), which every JVM reads.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What `run` adds to `JAVA_TOOL_OPTIONS` (after the user's own): frame
+/// pointers in JIT code, and the perf map written when the JVM exits.
+/// JVMs too old to know a flag ignore it instead of refusing to start.
+pub const RUN_OPTIONS: &str = "-XX:+IgnoreUnrecognizedVMOptions -XX:+PreserveFramePointer \
+    -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit";
+
+/// `JAVA_TOOL_OPTIONS` for a command kerntax starts: the user's options,
+/// then kerntax's.
+pub fn run_options(user: Option<&str>) -> String {
+    match user.map(str::trim).filter(|u| !u.is_empty()) {
+        Some(u) => format!("{u} {RUN_OPTIONS}"),
+        None => RUN_OPTIONS.to_string(),
+    }
+}
+
+/// How long a JVM gets to start its attach listener, and to answer.
+const LISTENER_WAIT: Duration = Duration::from_secs(5);
+const ANSWER_WAIT: Duration = Duration::from_secs(20);
+
+/// Whether `pid` runs a HotSpot JVM (its memory maps libjvm.so).
+pub fn is_jvm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|m| m.lines().any(|l| l.ends_with("/libjvm.so")))
+}
+
+/// A line's value from /proc/PID/status.
+fn status_field(pid: u32, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// The process's PID in its own PID namespace (the JVM names its files by it).
+fn ns_pid(pid: u32) -> u32 {
+    status_field(pid, "NSpid")
+        .and_then(|v| v.split_whitespace().last()?.parse().ok())
+        .unwrap_or(pid)
+}
+
+/// Whether the process has a handler for SIGQUIT (a JVM without -Xrs).
+fn catches_sigquit(pid: u32) -> bool {
+    status_field(pid, "SigCgt")
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .is_some_and(|mask| mask & (1 << (libc::SIGQUIT - 1)) != 0)
+}
+
+fn socket_path(pid: u32, nspid: u32) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/root/tmp/.java_pid{nspid}"))
+}
+
+/// Starts the JVM's attach listener if it is not running yet.
+fn start_listener(pid: u32, nspid: u32) -> Result<(), String> {
+    let socket = socket_path(pid, nspid);
+    if socket.exists() {
+        return Ok(());
+    }
+    if !catches_sigquit(pid) {
+        return Err("the JVM does not handle SIGQUIT (started with -Xrs?)".into());
+    }
+    let candidates = [
+        PathBuf::from(format!("/proc/{pid}/cwd/.attach_pid{nspid}")),
+        PathBuf::from(format!("/proc/{pid}/root/tmp/.attach_pid{nspid}")),
+    ];
+    let trigger = candidates
+        .into_iter()
+        .find(|p| std::fs::File::create(p).is_ok())
+        .ok_or("cannot create the JVM's attach trigger file")?;
+    // SAFETY: signalling a process; no memory is involved.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGQUIT) };
+    let t0 = Instant::now();
+    let started = loop {
+        if socket.exists() {
+            break true;
+        }
+        if t0.elapsed() > LISTENER_WAIT {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_file(&trigger);
+    if started {
+        Ok(())
+    } else {
+        Err(format!(
+            "the JVM did not start its attach listener within {} s \
+             (-XX:+DisableAttachMechanism?)",
+            LISTENER_WAIT.as_secs()
+        ))
+    }
+}
+
+/// Runs a diagnostic command (`jcmd`'s) in JVM `pid`; its output.
+pub fn jcmd(pid: u32, command: &str) -> Result<String, String> {
+    let nspid = ns_pid(pid);
+    start_listener(pid, nspid)?;
+    let mut s = UnixStream::connect(socket_path(pid, nspid))
+        .map_err(|e| format!("connecting to the JVM's attach listener: {e}"))?;
+    s.set_read_timeout(Some(ANSWER_WAIT)).ok();
+    s.set_write_timeout(Some(ANSWER_WAIT)).ok();
+    let request = format!("1\0jcmd\0{command}\0\0\0");
+    s.write_all(request.as_bytes())
+        .map_err(|e| format!("asking the JVM: {e}"))?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)
+        .map_err(|e| format!("reading the JVM's answer: {e}"))?;
+    let (code, output) = answer.split_once('\n').unwrap_or((answer.as_str(), ""));
+    match code.trim() {
+        "0" => Ok(output.to_string()),
+        c => Err(format!(
+            "the JVM answered {c}: {}",
+            output.lines().next().unwrap_or("").trim()
+        )),
+    }
+}
+
+/// What kerntax learned from a JVM that was still running when profiling
+/// stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    /// Whether it wrote its perf map, or why not.
+    pub perf_map: Result<(), String>,
+    /// Whether its JIT code keeps frame pointers (None: unknown).
+    pub frame_pointers: Option<bool>,
+}
+
+/// Asks a running JVM for its perf map and its frame-pointer flag.
+pub fn ask(pid: u32) -> Asked {
+    let perf_map = jcmd(pid, "Compiler.perfmap").map(|_| ());
+    let frame_pointers = perf_map
+        .as_ref()
+        .ok()
+        .and_then(|_| jcmd(pid, "VM.flags").ok())
+        .map(|flags| flags.contains("-XX:+PreserveFramePointer"));
+    Asked {
+        perf_map,
+        frame_pointers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kerntax_options_follow_the_users_own() {
+        assert_eq!(run_options(None), RUN_OPTIONS);
+        assert_eq!(run_options(Some("  ")), RUN_OPTIONS);
+        assert_eq!(
+            run_options(Some("-Xmx64m")),
+            format!("-Xmx64m {RUN_OPTIONS}")
+        );
+    }
+
+    #[test]
+    fn a_process_that_is_not_a_jvm_is_not_signalled() {
+        let me = std::process::id();
+        assert!(!is_jvm(me));
+    }
+}
