@@ -8,6 +8,8 @@ source scripts/setup.sh
 # The HTML report is checked in headless Chromium, the pprof output with
 # `go tool pprof` (Debian's Go if there is no Go already).
 kerntax_install chromium
+# The JVM tests (tests/java.rs) compile their fixture with javac.
+kerntax_install openjdk-17-jdk-headless
 if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
     kerntax_install golang-go
 fi

@@ -162,11 +162,17 @@ pub fn spin(sites: &[CpuSite], threads: &[ThreadUsage], duration_ns: u64) -> Spi
         !s.spinning
             && s.after_cas
             && !s.in_kernel
-            && s.user_frames.first().is_some_and(|f| cas.contains(function(f)))
+            && s.user_frames
+                .first()
+                .is_some_and(|f| cas.contains(function(f)))
     };
     let spins = |s: &CpuSite| s.spinning || cas_spin(s);
     let spin_samples: u64 = sites.iter().filter(|s| spins(s)).map(|s| s.samples).sum();
-    let cas_spin_samples: u64 = sites.iter().filter(|s| cas_spin(s)).map(|s| s.samples).sum();
+    let cas_spin_samples: u64 = sites
+        .iter()
+        .filter(|s| cas_spin(s))
+        .map(|s| s.samples)
+        .sum();
     let mut yields: Vec<ThreadYields> = threads
         .iter()
         .filter(|t| t.yields > 0)

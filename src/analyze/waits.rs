@@ -23,8 +23,8 @@ use crate::model::{LockKey, OffCpuCounters, OffReason, Waker};
 use crate::names::syscall_name;
 use crate::report::{CountedStack, Release, TimedStack, WaitClass, WaitSite};
 use crate::stacks::frame::{function, jit_kind, short_function, split, words};
-use crate::stacks::symbolize::JIT_LOCATION;
 use crate::stacks::jit::JitKind;
+use crate::stacks::symbolize::JIT_LOCATION;
 use crate::tally::{SleepKey, SleepTally};
 
 /// Stacks kept per site and per release.

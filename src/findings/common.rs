@@ -41,16 +41,53 @@ pub struct Draft {
 
 impl Draft {
     pub fn fire(self) -> Option<Finding> {
+        let remedy = match java_remedy(self.id, &self.culprit.frames) {
+            Some(java) => format!("{} {java}", self.remedy),
+            None => self.remedy,
+        };
         self.evidence.iter().all(Evidence::holds).then(|| Finding {
             id: self.id.into(),
             title: self.title,
             severity: clamp01(self.severity),
             evidence: self.evidence,
             culprit: self.culprit,
-            remedy: self.remedy,
+            remedy,
             expected_gain: self.expected_gain,
         })
     }
+}
+
+/// What the remedy means in Java, for a culprit whose stack is in a Java
+/// program's JIT-compiled methods.
+fn java_remedy(id: &str, frames: &[String]) -> Option<&'static str> {
+    let java = frames.iter().any(|f| {
+        crate::stacks::frame::jit_kind(f) == Some(crate::stacks::jit::JitKind::Program)
+            && crate::stacks::frame::split(f).1 == Some(crate::stacks::symbolize::JIT_LOCATION)
+    });
+    if !java {
+        return None;
+    }
+    Some(match id {
+        "spin.waste" => {
+            "In Java: a compareAndSet loop with more spinning threads than CPUs burns the \
+             holder's CPU; call Thread.onSpinWait() in the loop, give up after a bounded number \
+             of tries and park (LockSupport.parkNanos), or use a lock that spins briefly and \
+             then parks (ReentrantLock, synchronized)."
+        }
+        "lock.exclusive-hot" => {
+            "In Java: a ReentrantReadWriteLock or a StampedLock with optimistic reads, or an \
+             immutable snapshot published through a volatile field that readers take without \
+             a lock."
+        }
+        id if id.starts_with("lock.") => {
+            "In Java: keep the critical section (the synchronized block or the code between \
+             lock() and unlock()) short and move work out of it; stripe the lock or the data \
+             (a ConcurrentHashMap, one lock per shard), use java.util.concurrent's lock-free \
+             structures (atomics, LongAdder, ConcurrentLinkedQueue), batch the work done per \
+             acquisition, or run fewer threads against it."
+        }
+        _ => return None,
+    })
 }
 
 pub fn clamp01(x: f64) -> f64 {

@@ -1,0 +1,314 @@
+//! Issue 12: kerntax on a JVM. The fixture `tests/fixtures/java/JavaLocks.java`
+//! (compiled here with Debian's javac) runs 4 workers around one lock of a
+//! known kind for 3 s, beside an idle 3-thread pool fed a tiny task every
+//! 2 ms; its figures are the ground truth (acquisitions, the pool's tasks),
+//! and the threads' names tell workers from the pool.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::*;
+use kerntax::report::{Report, WaitClass, WaitSite};
+
+/// The directory holding the compiled fixture (javac runs once per test binary).
+fn classes() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("java-fixture");
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/java/JavaLocks.java"
+        );
+        let out = Command::new("javac")
+            .args(["-d", dir.to_str().unwrap(), src])
+            .output()
+            .expect("javac (Debian's openjdk-17-jdk-headless; scripts/test.sh installs it)");
+        assert!(
+            out.status.success(),
+            "javac failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+    .clone()
+}
+
+fn java_run(mode: &str) -> Profiled {
+    let cp = classes();
+    let p = run(
+        &[],
+        &[
+            "java",
+            "-cp",
+            cp.to_str().unwrap(),
+            "JavaLocks",
+            mode,
+            "4",
+            "3",
+        ],
+    );
+    assert!(p.output.status.success(), "{}", p.stderr);
+    // kerntax's options reach the JVM next to the user's.
+    assert!(
+        p.stderr.contains("-XX:+PreserveFramePointer"),
+        "{}",
+        p.stderr
+    );
+    p
+}
+
+fn site<'a>(r: &'a Report, function: &str) -> &'a WaitSite {
+    r.waits
+        .iter()
+        .find(|s| s.function == function)
+        .unwrap_or_else(|| {
+            panic!(
+                "no wait site {function}: {:?}",
+                r.waits
+                    .iter()
+                    .map(|s| (&s.function, s.class))
+                    .collect::<Vec<_>>()
+            )
+        })
+}
+
+fn tids_named(r: &Report, prefix: &str) -> Vec<u32> {
+    r.threads
+        .iter()
+        .filter(|t| t.comm.starts_with(prefix))
+        .map(|t| t.tid)
+        .collect()
+}
+
+/// Every JIT frame was named from the JVM's perf map, and nothing says
+/// the stacks were cut.
+fn jit_frames_named(r: &Report) {
+    let jvm = r
+        .sampling
+        .jit
+        .iter()
+        .find(|j| j.pid == r.target_pid)
+        .unwrap_or_else(|| panic!("no JIT process in {:?}", r.sampling.jit));
+    assert!(jvm.perf_map_entries > 100, "{jvm:?}");
+    assert!(jvm.frames > 0 && jvm.frames_named == jvm.frames, "{jvm:?}");
+    assert_eq!(jvm.problem, None);
+    assert_eq!(r.loss.jit_frames_unnamed, 0);
+    assert_eq!(r.loss.jit_stacks_cut, 0);
+}
+
+/// The idle pool waits for work in LinkedBlockingQueue.take, which is not
+/// contention, and never at the workers' lock; no thread is called the
+/// bottleneck for handing the pool its tasks. (A pool thread may block
+/// once on a monitor while classes load: interpreted monitor waits share
+/// one site, `ObjectMonitor::EnterI`.)
+fn idle_pool_apart(r: &Report) {
+    let pool = tids_named(r, "pool-");
+    assert_eq!(pool.len(), 3);
+    let take = site(r, "java.util.concurrent.LinkedBlockingQueue.take");
+    assert_ne!(take.class, WaitClass::Contention, "{take:?}");
+    assert!(
+        pool.iter().all(|t| take.waiter_tids.contains(t)),
+        "{take:?}"
+    );
+    for s in r
+        .waits
+        .iter()
+        .filter(|s| s.class == WaitClass::Contention && s.function.starts_with("JavaLocks."))
+    {
+        for t in &pool {
+            assert!(
+                !s.waiter_tids.contains(t),
+                "pool thread {t} in contended site {}",
+                s.function
+            );
+        }
+    }
+    assert!(
+        !r.findings.iter().any(|f| f.id == "wait.bottleneck"),
+        "{:?}",
+        r.findings
+    );
+}
+
+/// The contended worker site: the Java method, all 4 workers, one parker
+/// per waiter, released by the workers themselves in the same method.
+fn workers_contend(r: &Report, method: &str) {
+    let workers = tids_named(r, "worker-");
+    assert_eq!(workers.len(), 4);
+    let s = site(r, method);
+    assert_eq!(s.class, WaitClass::Contention, "{s:?}");
+    assert_eq!(s.waiters, 4, "{s:?}");
+    assert!(s.waiter_tids.iter().all(|t| workers.contains(t)), "{s:?}");
+    // A contended Java lock parks each waiter on its own parker.
+    assert!(s.lock_words >= 4, "{s:?}");
+    assert!(s.waits > 1000, "{s:?}");
+    let top = &s.releases[0];
+    assert!(top.from_waiters && top.in_target, "{top:?}");
+    assert_eq!(top.site.as_deref(), Some(method), "{top:?}");
+}
+
+#[test]
+fn a_reentrant_lock_is_one_wait_site_named_by_the_java_method_with_its_idle_pool_apart_issue_12() {
+    if !bpf_available() {
+        return;
+    }
+    let p = java_run("reentrant");
+    let r = &p.report;
+    assert!(printed(&p, "acquisitions") > 10_000);
+    assert!(printed(&p, "pool_tasks") > 500);
+    jit_frames_named(r);
+    workers_contend(r, "JavaLocks.reentrantWorker");
+    let s = site(r, "JavaLocks.reentrantWorker");
+    // Named through the lock's Java frames.
+    assert!(
+        s.stacks
+            .iter()
+            .any(|st| has_frame(&st.frames, "jdk.internal.misc.Unsafe.park")),
+        "{:?}",
+        s.stacks
+    );
+    idle_pool_apart(r);
+    let f = &r.findings[0];
+    assert!(f.id.starts_with("lock."), "{:?}", r.findings);
+    assert_eq!(
+        f.culprit.name.split(" via ").next(),
+        Some("JavaLocks.reentrantWorker")
+    );
+    assert!(f.remedy.contains("In Java"), "{}", f.remedy);
+}
+
+#[test]
+fn a_synchronized_block_is_one_wait_site_named_by_the_java_method_issue_12() {
+    if !bpf_available() {
+        return;
+    }
+    let p = java_run("synchronized");
+    let r = &p.report;
+    jit_frames_named(r);
+    workers_contend(r, "JavaLocks.synchronizedWorker");
+    idle_pool_apart(r);
+    let f = &r.findings[0];
+    assert!(f.id.starts_with("lock."), "{:?}", r.findings);
+    assert_eq!(
+        f.culprit.name.split(" via ").next(),
+        Some("JavaLocks.synchronizedWorker")
+    );
+}
+
+#[test]
+fn a_compare_and_swap_spin_lock_without_pause_is_spinning_named_by_the_java_method_issue_12() {
+    if !bpf_available() {
+        return;
+    }
+    let p = java_run("spin");
+    let r = &p.report;
+    jit_frames_named(r);
+    assert!(r.spin.cas_spin_samples >= 10, "{:?}", r.spin);
+    let f = &r.findings[0];
+    assert_eq!(f.id, "spin.waste", "{:?}", r.findings);
+    assert_eq!(f.culprit.name, "JavaLocks.spinWorker");
+    assert!(f.remedy.contains("Thread.onSpinWait"), "{}", f.remedy);
+    idle_pool_apart(r);
+}
+
+#[test]
+fn workers_with_a_lock_each_get_no_lock_or_spin_finding_issue_12() {
+    if !bpf_available() {
+        return;
+    }
+    let p = java_run("none");
+    let r = &p.report;
+    jit_frames_named(r);
+    assert!(
+        !r.findings.iter().any(|f| f.id.starts_with("lock.")
+            || f.id == "spin.waste"
+            || f.id == "wait.bottleneck"),
+        "{:?}",
+        r.findings
+    );
+    assert!(
+        !r.waits
+            .iter()
+            .any(|s| s.function.starts_with("JavaLocks.") && s.class == WaitClass::Contention),
+        "{:?}",
+        r.waits
+            .iter()
+            .map(|s| (&s.function, s.class))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// A JVM started by the test, not by kerntax: `extra` are its options.
+fn start_jvm(extra: &[&str]) -> Child {
+    let cp = classes();
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend([
+        "-cp",
+        cp.to_str().unwrap(),
+        "JavaLocks",
+        "reentrant",
+        "4",
+        "8",
+    ]);
+    let child = Command::new("java")
+        .args(&args)
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting java");
+    // Past start-up and the first compilations.
+    std::thread::sleep(Duration::from_secs(2));
+    child
+}
+
+fn attach(pid: u32, secs: &str) -> Report {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = kerntax()
+        .args(["attach", &pid.to_string(), "--duration", secs, "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+#[test]
+fn attached_to_a_running_jvm_kerntax_asks_it_for_its_perf_map_issue_12() {
+    if !bpf_available() {
+        return;
+    }
+    let mut jvm = start_jvm(&["-XX:+PreserveFramePointer"]);
+    let r = attach(jvm.id(), "3");
+    jvm.wait().unwrap();
+    let j = &r.sampling.jit[0];
+    assert_eq!(j.frame_pointers, Some(true), "{j:?}");
+    jit_frames_named(&r);
+    workers_contend(&r, "JavaLocks.reentrantWorker");
+}
+
+#[test]
+fn a_jvm_without_frame_pointers_is_reported_with_its_stacks_cut_issue_12() {
+    if !bpf_available() {
+        return;
+    }
+    let mut jvm = start_jvm(&[]);
+    let r = attach(jvm.id(), "3");
+    jvm.wait().unwrap();
+    let j = &r.sampling.jit[0];
+    assert_eq!(j.frame_pointers, Some(false), "{j:?}");
+    assert!(j.perf_map_entries > 100, "{j:?}");
+    let problem = j.problem.as_deref().unwrap_or_default();
+    assert!(problem.contains("-XX:+PreserveFramePointer"), "{problem}");
+    assert!(r.loss.jit_stacks_cut > 0, "{:?}", r.loss);
+}
