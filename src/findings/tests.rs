@@ -456,6 +456,7 @@ pub(crate) fn spinning(share: f64, samples: u64, yields_per_s: f64) -> Report {
     let mut r = base();
     r.spin = SpinReport {
         spin_samples: samples,
+        cas_spin_samples: 0,
         spin_share: share,
         spin_stacks: vec![FoldedStack {
             frames: vec![
@@ -651,7 +652,7 @@ fn bottleneck(share: f64, woken: u32, waiting: f64) -> Report {
     r.wakeups.push(wakeup(5, 1, "exit", 10 * WALL));
     r.wakeups.push(wakeup(
         6,
-        1,
+        7,
         "kernel (swapper/0: timer, interrupt or kernel thread)",
         10 * WALL,
     ));
@@ -684,6 +685,21 @@ fn wait_bottleneck_thresholds() {
     assert!(!fired(rule, &busy));
     busy.summary.cpus_used = 2.0 - MIN_IDLE_CPUS * UP;
     assert!(fired(rule, &busy));
+    // Issue #12: a dispatcher that sleeps on a timer between tasks it hands
+    // an idle pool paces nothing (a JVM's Thread.sleep is a timed wait the
+    // kernel's timer ends).
+    let timer = |share: f64| {
+        let mut r = bottleneck(ok.0, ok.1, ok.2);
+        r.wakeups.push(wakeup(
+            6,
+            1,
+            "kernel (swapper/0: timer, interrupt or kernel thread)",
+            (share * WALL as f64) as u64,
+        ));
+        r
+    };
+    assert!(!fired(rule, &timer(MAX_TIMER_SLEEP_SHARE * UP)));
+    assert!(fired(rule, &timer(MAX_TIMER_SLEEP_SHARE * DOWN)));
     let f = &check(&bottleneck(0.9, 4, 3.0))[0];
     assert_eq!(f.culprit.name, "t1 (tid 1)");
     assert_eq!(f.culprit.frames[1], "produce1 (a.c:1)");
