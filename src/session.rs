@@ -448,12 +448,13 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         .filter(|t| t.tid == t.pid)
         .map(|t| (t.pid, t.comm.clone()))
         .collect();
-    let jit = jit::gather(
+    let mut jit = jit::gather(
         window.tally.stacks(),
         mode == Mode::Run,
         started_at,
         |pid| comms.get(&pid).cloned().unwrap_or_default(),
     );
+    unwinding.jit_maps = std::mem::take(&mut jit.maps);
     phases.mark("asking JITs for their perf maps");
 
     let exit = exit_status(&target, &mut signals, &window, &kernel);
@@ -466,7 +467,6 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             .unwrap_or_default()
             .name_stacks(&kernel_stacks),
         &mut unwinding,
-        &jit.maps,
         &threads,
         window.duration_ns,
         opts.cpu_hz,

@@ -19,7 +19,6 @@ use crate::report::build::SampledSite;
 use crate::report::{
     Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WaitSite, WakeupReport,
 };
-use crate::stacks::jit::JitMaps;
 use crate::stacks::kallsyms::KernelStacks;
 use crate::stacks::symbolize::Symbols;
 use crate::stacks::unwind::Unwinding;
@@ -48,7 +47,6 @@ pub fn run(
     tally: &SampleTally,
     kernel_stacks: &KernelStacks,
     unwinding: &mut Unwinding,
-    jit_maps: &JitMaps,
     threads: &[ThreadUsage],
     duration_ns: u64,
     cpu_hz: u64,
@@ -62,7 +60,7 @@ pub fn run(
         .collect();
     let symbols = Symbols::resolve(
         &unwinding.modules,
-        jit_maps,
+        &unwinding.jit_maps,
         tally.stacks().flat_map(|s| &s.frames),
     );
     let frames = |s: &UnwoundStack| symbols.stack(&s.frames);

@@ -81,6 +81,8 @@ pub struct Unwinding {
     /// are kerntax's own code, not the command's.
     before_exec: HashSet<u32>,
     cache: CacheX86_64,
+    /// The perf maps naming JIT frames, read once profiling stops.
+    pub jit_maps: super::jit::JitMaps,
     /// Processes whose memory map was read again in this batch of samples.
     reread: HashSet<u32>,
     pub stats: UnwindStats,
