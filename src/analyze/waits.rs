@@ -22,9 +22,8 @@ use super::aggregate::ThreadUsage;
 use crate::model::{LockKey, OffCpuCounters, OffReason, Waker};
 use crate::names::syscall_name;
 use crate::report::{CountedStack, Release, TimedStack, WaitClass, WaitSite};
-use crate::stacks::frame::{function, jit_kind, short_function, split, words};
+use crate::stacks::frame::{function, is_jit, jit_kind, short_function, words};
 use crate::stacks::jit::JitKind;
-use crate::stacks::symbolize::JIT_LOCATION;
 use crate::tally::{SleepKey, SleepTally};
 
 /// Stacks kept per site and per release.
@@ -185,7 +184,7 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
     let mut first_stub: Option<(String, usize)> = None;
     for f in own {
         let name = function(f);
-        let jit = split(f).1 == Some(JIT_LOCATION);
+        let jit = is_jit(f);
         match jit_kind(f) {
             Some(JitKind::Stub) => {
                 in_runtime = true;

@@ -62,7 +62,7 @@ impl Draft {
 fn java_remedy(id: &str, frames: &[String]) -> Option<&'static str> {
     let java = frames.iter().any(|f| {
         crate::stacks::frame::jit_kind(f) == Some(crate::stacks::jit::JitKind::Program)
-            && crate::stacks::frame::split(f).1 == Some(crate::stacks::symbolize::JIT_LOCATION)
+            && crate::stacks::frame::is_jit(f)
     });
     if !java {
         return None;

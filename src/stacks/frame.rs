@@ -45,6 +45,11 @@ pub fn split(frame: &str) -> (&str, Option<&str>, bool) {
     (body, None, inlined)
 }
 
+/// Whether a frame is JIT-compiled code (`name (jit)`).
+pub fn is_jit(frame: &str) -> bool {
+    split(frame).1 == Some(super::symbolize::JIT_LOCATION)
+}
+
 /// What a frame past the C runtime's is: JIT code of a kind, the native
 /// code of a language runtime (`Parker::park (libjvm.so)`, which counts as
 /// the platform's), or other native code (None).
