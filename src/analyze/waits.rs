@@ -93,6 +93,11 @@ pub const MIN_BUSY_SHARE: f64 = 0.05;
 /// processes and the kernel, producers in the target) that decides the
 /// class when no sign of contention does.
 pub const MIN_RELEASE_SHARE: f64 = 0.5;
+/// The waiters' time running or runnable over their time between waits at
+/// a site, above which they have work in hand when they come to wait (the
+/// followers of an idle pool's leader spend that time in its wait for
+/// work).
+pub const MIN_BUSY_BETWEEN_SHARE: f64 = 0.25;
 /// Share of a lock's sleeping at contended sites from which the lock is
 /// contention.
 pub const MIN_CONTENDED_SHARE_OF_LOCK: f64 = 0.25;
@@ -182,6 +187,10 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
     let mut platform: Option<(String, usize)> = None;
     let mut last_platform: Option<(String, usize)> = None;
     let mut first_stub: Option<(String, usize)> = None;
+    // Methods of the program's met, all of them wrappers (a lock manager's
+    // layers): the outermost looked at is the site, before any platform
+    // frame.
+    let mut program_wrappers = 0;
     for f in own {
         let name = function(f);
         let jit = is_jit(f);
@@ -221,14 +230,21 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
         if !is_wrapper(name) {
             return (name.to_string(), via);
         }
+        if jit_kind(f) == Some(JitKind::Program) {
+            program_wrappers = via.len() + 1;
+        }
         via.push(name.to_string());
     }
-    if let Some((site, at)) = platform.or(first_stub).or(last_platform) {
+    if program_wrappers > 0 {
+        via.truncate(program_wrappers);
+    } else if let Some((site, at)) = platform.or(first_stub).or(last_platform) {
         via.truncate(at);
         return (site, via);
     }
-    // Nothing but wrappers: the outermost seen is the site.
+    // Nothing but wrappers: the outermost seen is the site (an overload
+    // calling itself is not its own wrapper).
     let site = via.pop().unwrap_or_default();
+    via.retain(|v| *v != site);
     (site, via)
 }
 
@@ -262,6 +278,54 @@ pub fn mechanism(w: &Waker, comm: &str) -> String {
         return "kernel (timer, interrupt or kernel thread)".into();
     }
     super::sched::mechanism_of(w.nr, w.kernel, w.tracked, comm)
+}
+
+/// How busy a site's waiters are.
+#[derive(Clone, Copy, Debug, Default)]
+struct Busy {
+    /// Their CPU over the run.
+    run_share: f64,
+    /// Running or runnable over their time between waits at the site.
+    between_share: f64,
+}
+
+/// A thread's time in the run, as the exact counters tell it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadTime {
+    pub cpu_ns: f64,
+    /// Runnable, not running.
+    pub runqueue_ns: f64,
+    /// CPU plus every sleep seen (a sleep under way when profiling began
+    /// is not), at most the run.
+    pub seen_ns: f64,
+}
+
+fn thread_times(inp: &Inputs<'_>, wall: f64) -> HashMap<u32, ThreadTime> {
+    let mut out: HashMap<u32, ThreadTime> = inp
+        .threads
+        .iter()
+        .map(|t| {
+            let cpu_ns = (t.user_ns + t.sys_ns) as f64;
+            let time = ThreadTime {
+                cpu_ns,
+                runqueue_ns: 0.0,
+                seen_ns: cpu_ns,
+            };
+            (t.tid, time)
+        })
+        .collect();
+    for c in inp.offcpu {
+        if let Some(t) = out.get_mut(&c.tid) {
+            t.seen_ns += c.ns as f64;
+            if c.reason == OffReason::RunQueue {
+                t.runqueue_ns += c.ns as f64;
+            }
+        }
+    }
+    for t in out.values_mut() {
+        t.seen_ns = t.seen_ns.min(wall);
+    }
+    out
 }
 
 #[derive(Default)]
@@ -430,7 +494,6 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         a.futile += l.futile as f64 * f;
         a.locks.insert(l.key);
     }
-    let usage: HashMap<u32, &ThreadUsage> = inp.threads.iter().map(|t| (t.tid, t)).collect();
     for a in sites.values_mut() {
         a.via = a
             .vias
@@ -440,6 +503,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             .unwrap_or_default();
     }
     let wall = inp.duration_ns.max(1) as f64;
+    let usage = thread_times(inp, wall);
     let mut contended_calls: HashMap<(u32, u32), u64> = HashMap::new();
     let mut contended_sites = BTreeSet::new();
     let mut out: Vec<(WaitSite, Vec<LockKey>)> = sites
@@ -538,20 +602,27 @@ fn site_report(
     function: String,
     a: SiteAcc,
     inp: &Inputs<'_>,
-    usage: &HashMap<u32, &ThreadUsage>,
+    usage: &HashMap<u32, ThreadTime>,
     pair_sites: &HashMap<(u32, u32), BTreeMap<String, f64>>,
     wall: f64,
 ) -> WaitSite {
-    // The waiters' CPU over their time in the run (a thread's time is the
-    // run's, or less for one that came late or left early: its CPU plus its
-    // time off CPU is a fair bound).
-    let mut cpu = 0.0;
-    for tid in &a.waiters {
-        cpu += usage
-            .get(tid)
-            .map_or(0.0, |t| (t.user_ns + t.sys_ns) as f64);
+    // The waiters' CPU over the run.
+    let mut busy = ThreadTime::default();
+    for t in a.waiters.iter().filter_map(|tid| usage.get(tid)) {
+        busy.cpu_ns += t.cpu_ns;
+        busy.runqueue_ns += t.runqueue_ns;
+        busy.seen_ns += t.seen_ns;
     }
-    let waiter_cpu_share = cpu / (wall * a.waiters.len().max(1) as f64);
+    let waiter_cpu_share = busy.cpu_ns / (wall * a.waiters.len().max(1) as f64);
+    // ... and what they do between waits here: run, or want to (a lock's
+    // waiters have work in hand; the followers of an idle pool's leader
+    // spend the time between in the leader's wait for work).
+    let between_ns = busy.seen_ns - a.ns;
+    let busy_between = if between_ns > 0.0 {
+        ((busy.cpu_ns + busy.runqueue_ns) / between_ns).min(1.0)
+    } else {
+        0.0
+    };
     // Turns: the waker slept here itself, on the same lock object (a
     // pipeline's stages may wait in one function for different conditions
     // and wake each other without contending).
@@ -574,7 +645,11 @@ fn site_report(
     } else {
         0.0
     };
-    let (class, evidence) = classify(&a, waiter_cpu_share, turns_share, wall);
+    let busy = Busy {
+        run_share: waiter_cpu_share,
+        between_share: busy_between,
+    };
+    let (class, evidence) = classify(&a, busy, turns_share, wall);
     let mut releases: Vec<Release> = a
         .releases
         .into_iter()
@@ -628,6 +703,7 @@ fn site_report(
         locks: vec![],
         processes: a.pids.len() as u32,
         waiter_cpu_share,
+        waiter_between_busy_share: busy_between,
         syscalls: a
             .syscalls
             .into_iter()
@@ -702,11 +778,12 @@ fn pct(x: f64) -> String {
 
 /// The class of a site and the evidence that decided it, in the order the
 /// tests run: the first that holds wins.
-fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<String>) {
+fn classify(a: &SiteAcc, b: Busy, turns: f64, wall: f64) -> (WaitClass, Vec<String>) {
     let waits = a.count.max(1.0);
     let waiters = a.waiters.len().max(1) as f64;
     let per_waiter = a.count / waiters;
-    let busy_ev = format!("the waiters run {} of their time between waits", pct(busy));
+    let busy = b.run_share;
+    let busy_ev = format!("the waiters run {} of the run", pct(busy));
     let all_sleep = a
         .syscalls
         .keys()
@@ -730,7 +807,14 @@ fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<St
             )],
         );
     }
-    if turns >= MIN_TURNS_SHARE && busy >= MIN_BUSY_SHARE && a.waiters.len() >= 2 {
+    // Turns with work in hand: a lock's holder may wait for something else
+    // while it holds the lock (a peer's reply inside a transaction), so
+    // its waiters can run little of the run and still be queued for it;
+    // what they do between their waits here tells.
+    if turns >= MIN_TURNS_SHARE
+        && (busy >= MIN_BUSY_SHARE || b.between_share >= MIN_BUSY_BETWEEN_SHARE)
+        && a.waiters.len() >= 2
+    {
         return (
             WaitClass::Contention,
             vec![
@@ -738,7 +822,11 @@ fn classify(a: &SiteAcc, busy: f64, turns: f64, wall: f64) -> (WaitClass, Vec<St
                     "{} of the woken waiting was ended by threads that wait here too: they take turns",
                     pct(turns)
                 ),
-                busy_ev,
+                format!(
+                    "the waiters run {} of the run, and run or wait for a CPU {} of their time between waits here",
+                    pct(busy),
+                    pct(b.between_share)
+                ),
             ],
         );
     }

@@ -437,6 +437,7 @@ pub(crate) mod tests {
             locks: vec!["mutex in Cache::lookup ([heap])".into()],
             processes: 1,
             waiter_cpu_share: 0.6,
+            waiter_between_busy_share: 0.8,
             syscalls: [("futex".to_string(), 100_000_000)].into(),
             lock_words: 1,
             turns_share: 0.8,

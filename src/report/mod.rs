@@ -405,9 +405,13 @@ pub struct WaitSite {
     #[serde(default)]
     pub waiter_tids: Vec<u32>,
     pub processes: u32,
-    /// The waiters' CPU time over their time in the run: whether they have
-    /// work between waits (busy) or idle.
+    /// The waiters' CPU time over the run: whether they have work between
+    /// waits (busy) or idle.
     pub waiter_cpu_share: f64,
+    /// The waiters' time running or runnable over their time between waits
+    /// here: whether they come to wait with work in hand.
+    #[serde(default)]
+    pub waiter_between_busy_share: f64,
     /// Time asleep by syscall.
     pub syscalls: BTreeMap<String, u64>,
     /// Distinct futex words or semaphores waited on (one per waiter for a
