@@ -50,6 +50,45 @@ fn the_site_is_past_the_runtime_and_the_programs_own_wrappers() {
     );
 }
 
+/// Issue 12: a Java lock manager's layers are all lock wrappers; the
+/// outermost program method looked at names the site (an overload calling
+/// itself is not its own wrapper), not the platform's Object.wait.
+#[test]
+fn a_program_whose_methods_are_all_wrappers_is_named_by_the_outermost() {
+    let f = frames(&[
+        "___pthread_cond_timedwait64 (pthread_cond_wait.c:643)",
+        "ObjectMonitor::wait(long, bool, JavaThread*) (libjvm.so)",
+        "JVM_MonitorWait (libjvm.so)",
+        "java.lang.Object.wait (jit)",
+        "org.db.locks.ActiveLock.waitForGrant (jit)",
+        "org.db.locks.LockSet.lockObject (jit)",
+        "org.db.heap.Heap.lockRow (jit)",
+        "org.db.heap.Heap.lockRow (jit)",
+        "org.db.locks.RowLocking.lockScanRow (jit)",
+        "org.db.locks.RowLocking.lockScanRow2 (jit)",
+        "org.db.locks.RowLocking.lockScanRow3 (jit)",
+        "org.db.scan.Scan.fetchRows (jit)",
+    ]);
+    let (site, via) = site_of(&f, 1, WAIT_WORDS);
+    assert_eq!(site, "org.db.locks.RowLocking.lockScanRow2");
+    assert_eq!(via.last().unwrap(), "org.db.locks.RowLocking.lockScanRow");
+    assert!(
+        via.contains(&"java.lang.Object.wait".to_string()),
+        "{via:?}"
+    );
+    // Four layers: the caller past them is the site.
+    let short: Vec<String> = f[..6].iter().chain(&f[11..]).cloned().collect();
+    assert_eq!(
+        site_of(&short, 1, WAIT_WORDS).0,
+        "org.db.scan.Scan.fetchRows"
+    );
+    // A frame repeated at the end of the wrappers met.
+    let twice: Vec<String> = f[..8].to_vec();
+    let (site, via) = site_of(&twice, 1, WAIT_WORDS);
+    assert_eq!(site, "org.db.heap.Heap.lockRow");
+    assert_eq!(via.last().unwrap(), "org.db.locks.LockSet.lockObject");
+}
+
 #[test]
 fn outcomes_follow_each_syscalls_convention() {
     assert_eq!(outcome("futex", -libc::ETIMEDOUT), Outcome::TimedOut);
@@ -128,12 +167,21 @@ fn build_sites(
     threads: &[ThreadUsage],
     futile: &[LockWaitSample],
 ) -> Waits {
+    build_with_offcpu(sleeps, threads, futile, &[])
+}
+
+fn build_with_offcpu(
+    sleeps: &[SleepSample],
+    threads: &[ThreadUsage],
+    futile: &[LockWaitSample],
+    offcpu: &[OffCpuCounters],
+) -> Waits {
     let futile_exact: HashMap<LockKey, u64> = futile.iter().map(|l| (l.key, l.futile)).collect();
     build(&Inputs {
         sleeps,
         lock_waits: futile,
         wakes: &[],
-        offcpu: &[],
+        offcpu,
         futile: &futile_exact,
         threads,
         comms: &HashMap::new(),
@@ -173,6 +221,66 @@ fn threads_that_wake_each_other_at_one_site_are_contention_whatever_the_words() 
         build_sites(&sleeps, &idle, &[]).sites[0].class,
         WaitClass::Contention
     );
+}
+
+fn off(tid: u32, reason: OffReason, ns: u64) -> OffCpuCounters {
+    OffCpuCounters {
+        pid: 1,
+        tid,
+        reason,
+        ns,
+        count: 100,
+    }
+}
+
+/// Issue 12 (Derby's row lock): the holder waits for its client inside
+/// the transaction, so the waiters run 4% of the run, yet between their
+/// waits they run or want to: contention. The followers of an idle pool's
+/// leader, woken the same way by one another, spend the time between in
+/// the leader's wait for work: not contention.
+#[test]
+fn turns_taken_with_work_in_hand_are_contention_however_little_the_waiters_run() {
+    let read = crate::names::syscall_nr("read").unwrap();
+    let epoll = crate::names::syscall_nr("epoll_wait").unwrap();
+    let sleeps: Vec<SleepSample> = (1..=4)
+        .map(|t| sleep(t, "lock_row", 600_000_000, 1000, 0, waker(t % 4 + 1, true)))
+        .collect();
+    let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 40_000_000)).collect();
+    let syscall = |nr| OffReason::Syscall { nr, lock: None };
+    let held: Vec<OffCpuCounters> = (1..=4)
+        .flat_map(|t| {
+            [
+                off(t, syscall(futex()), 600_000_000),
+                off(t, OffReason::RunQueue, 30_000_000),
+                off(t, syscall(read), 100_000_000),
+            ]
+        })
+        .collect();
+    let w = build_with_offcpu(&sleeps, &threads, &[], &held);
+    let s = &w.sites[0];
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    assert!((s.waiter_cpu_share - 0.04).abs() < 1e-9, "{s:?}");
+    // Between waits here: 40 ms running and 30 ms runnable of 170 ms.
+    assert!(
+        (s.waiter_between_busy_share - 70.0 / 170.0).abs() < 1e-6,
+        "{s:?}"
+    );
+    assert!(
+        s.evidence[1].contains("41% of their time between waits"),
+        "{:?}",
+        s.evidence
+    );
+    let followers: Vec<OffCpuCounters> = (1..=4)
+        .flat_map(|t| {
+            [
+                off(t, syscall(futex()), 600_000_000),
+                off(t, syscall(epoll), 350_000_000),
+            ]
+        })
+        .collect();
+    let idle: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 10_000_000)).collect();
+    let w = build_with_offcpu(&sleeps, &idle, &[], &followers);
+    assert_ne!(w.sites[0].class, WaitClass::Contention, "{:?}", w.sites[0]);
 }
 
 #[test]
