@@ -157,7 +157,11 @@ fn workers_contend(r: &Report, method: &str) {
     assert!(s.waiter_tids.iter().all(|t| workers.contains(t)), "{s:?}");
     // A contended Java lock parks each waiter on its own parker.
     assert!(s.lock_words >= 4, "{s:?}");
-    assert!(s.waits > 1000, "{s:?}");
+    // HotSpot spins adaptively before it parks, so how many acquisitions
+    // end in a park varies from run to run (706 to several thousand seen on
+    // 2 CPUs); that the workers spend over half a thread waiting does not.
+    assert!(s.waits > 200, "{s:?}");
+    assert!(s.waiting_threads > 0.5, "{s:?}");
     let top = &s.releases[0];
     assert!(top.from_waiters && top.in_target, "{top:?}");
     assert_eq!(top.site.as_deref(), Some(method), "{top:?}");
