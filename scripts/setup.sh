@@ -4,8 +4,20 @@
 # Sourced by scripts/demo.sh and scripts/test.sh; safe to run on its own.
 set -euo pipefail
 
+# BPF and apt need root. Not root: the calling script runs again through
+# sudo when there is one (with the caller's PATH, for its cargo), else says
+# what to do. `kerntax_self` is the calling script's absolute path (it has
+# changed directory by now); sourced, "$@" are its arguments.
 if [ "$(id -u)" -ne 0 ]; then
-    echo "kerntax setup: run as root (e.g. sudo $0): BPF and apt need it" >&2
+    self=${kerntax_self:-$0}
+    if command -v sudo >/dev/null 2>&1; then
+        echo "kerntax setup: not root; running $self again through sudo (BPF and apt need root)" >&2
+        keep=("PATH=$PATH")
+        [ -d "${RUSTUP_HOME:-$HOME/.rustup}" ] && keep+=("RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}")
+        [ -d "${CARGO_HOME:-$HOME/.cargo}" ] && keep+=("CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}")
+        exec sudo env "${keep[@]}" "$self" "$@"
+    fi
+    echo "kerntax setup: BPF and apt need root, and there is no sudo: run it as root, e.g. su -c '$self'" >&2
     exit 1
 fi
 

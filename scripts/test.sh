@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Sets up and runs the whole test suite: unit tests, and integration tests
+# Sets up and runs the whole test suite (or the cargo test selection given
+# as arguments): unit tests, and integration tests
 # that run the real binary on the lab and fixture programs (as root; with
 # KERNTAX_REQUIRE_BPF=1 a BPF test that cannot attach fails, not skips).
 set -euo pipefail
+kerntax_self=$(realpath "$0")
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 # The HTML report is checked in headless Chromium, the pprof output with
@@ -16,4 +18,5 @@ fi
 cargo build --release --quiet
 # One test at a time: the tests that check no BPF program is left behind
 # must not see another test's kerntax.
-cargo test --release --quiet -- --test-threads=1
+# Arguments go to cargo test (e.g. `--test real` runs one test binary).
+cargo test --release --quiet "$@" -- --test-threads=1

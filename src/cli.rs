@@ -17,7 +17,11 @@ use crate::session::{self, Options, What};
     name = "kerntax",
     version,
     about = "Finds the time a program pays to the kernel: system calls, \
-    context switches, and where in the code they come from."
+    context switches, and where in the code they come from.",
+    after_help = "Examples:\n  \
+    kerntax run -- ./server --threads 8       profile a command to its end\n  \
+    kerntax attach 4242 --duration 10 --html report.html\n  \
+    kerntax demo                              the lab: each story bad and fixed"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -68,6 +72,9 @@ impl FileArgs {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Start CMD and profile it, its threads and its children until it exits.
+    #[command(after_help = "Examples:\n  \
+        kerntax run -- ./server --threads 8\n  \
+        kerntax run --json out.json --html out.html -- java -jar app.jar")]
     Run {
         #[command(flatten)]
         opts: ProfileArgs,
@@ -82,27 +89,37 @@ enum Command {
     },
     /// Profile a running process, its threads and children, until the
     /// duration or Ctrl-C.
+    #[command(after_help = "Examples:\n  \
+        kerntax attach 4242                         until Ctrl-C\n  \
+        kerntax attach $(pidof redis-server) --duration 10 --html redis.html")]
     Attach {
         pid: u32,
         #[command(flatten)]
         opts: ProfileArgs,
     },
     /// Run the built-in lab: each scenario's bad and fixed variant, profiled.
+    #[command(after_help = "Examples:\n  \
+        kerntax demo                       every story, one screen each\n  \
+        kerntax demo zabbix-config -v      one story, with its whole reports")]
     Demo {
         /// Run only this scenario (see --list).
         scenario: Option<String>,
         /// List the scenarios.
         #[arg(long)]
         list: bool,
-        /// Write each report as JSON into DIR.
-        #[arg(long, value_name = "DIR")]
-        json: Option<PathBuf>,
-        /// Write each report as an HTML page into DIR.
-        #[arg(long, value_name = "DIR")]
-        html: Option<PathBuf>,
+        /// Write every variant's report (JSON and HTML) and an index.html
+        /// linking them into DIR.
+        #[arg(long, value_name = "DIR", default_value = "kerntax-demo")]
+        out: PathBuf,
+        /// Print every variant's whole text report, not one screen a story.
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Render a JSON report again: as text, or as HTML, pprof or folded
     /// stacks.
+    #[command(after_help = "Examples:\n  \
+        kerntax report out.json\n  \
+        kerntax report out.json --html out.html --pprof out.pb.gz")]
     Report {
         /// The JSON report (`--json` of run, attach or demo).
         report: PathBuf,
@@ -111,6 +128,8 @@ enum Command {
     },
     /// Compare two JSON reports: figures, syscalls, locks, and which
     /// findings were resolved, are new, or remain.
+    #[command(after_help = "Example:\n  \
+        kerntax diff before.json after.json")]
     Diff {
         /// The report before the change.
         before: PathBuf,
@@ -149,10 +168,9 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
     // Like strace -c and perf stat: the report goes to stderr, leaving the
     // command's own stdout alone. Printed before the JSON is written, so a
     // bad --json path still leaves the user with the report.
-    eprint!(
-        "{}",
-        text::render(&outcome.report, std::io::stderr().is_terminal())
-    );
+    let stderr = std::io::stderr();
+    let report = text::render(&outcome.report, stderr.is_terminal());
+    eprint!("{}", text::for_terminal(report, &stderr));
     opts.files
         .outputs(opts.json.clone())
         .write(&outcome.report)?;
@@ -169,15 +187,20 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
         }
         Command::Demo {
             scenario,
-            json,
-            html,
+            out,
+            verbose,
             ..
-        } => crate::demo::run(scenario.as_deref(), json.as_deref(), html.as_deref()),
+        } => crate::demo::run(&crate::demo::DemoOptions {
+            only: scenario.as_deref(),
+            out: &out,
+            verbose,
+        }),
         Command::Report { report, files } => {
             let r = crate::report::read::read(&report)?;
             let outputs = files.outputs(None);
             if outputs.is_empty() {
-                print!("{}", text::render(&r, stdout_is_tty()));
+                let report = text::render(&r, stdout_is_tty());
+                print!("{}", text::for_terminal(report, &std::io::stdout()));
             }
             outputs.write(&r)?;
             Ok(0)

@@ -215,13 +215,48 @@ pub fn throughput(output: &str) -> Option<(f64, String)> {
     })
 }
 
-/// What each variant found, and for the first (bad) one's findings what
-/// the last (fixed) one made of them, with the remedy.
-pub fn findings_summary(variants: &[(&str, &Report)]) -> String {
-    let mut out = String::from(
-        "  findings:
-",
+/// What `kerntax demo` was asked for.
+pub struct DemoOptions<'a> {
+    pub only: Option<&'a str>,
+    /// Where every variant's JSON and HTML report and `index.html` go.
+    pub out: &'a Path,
+    /// Print each variant's whole text report too.
+    pub verbose: bool,
+}
+
+/// Frames of the first finding's culprit shown in the summary.
+const SUMMARY_FRAMES: usize = 4;
+
+/// The bad variant's first finding, short: what, where, what to do.
+pub fn first_finding(label: &str, r: &Report) -> String {
+    let mut out = String::new();
+    let Some(f) = r.findings.first() else {
+        let _ = writeln!(out, "  {label}: no finding");
+        return out;
+    };
+    let _ = writeln!(out, "  {label}, first finding: [{}] {}", f.id, f.title);
+    let _ = writeln!(out, "    culprit: {}", f.culprit.name);
+    for frame in f.culprit.frames.iter().take(SUMMARY_FRAMES) {
+        let _ = writeln!(
+            out,
+            "             {}",
+            crate::stacks::frame::short_frame(frame)
+        );
+    }
+    crate::render::findings_text::wrapped(&mut out, "    remedy:  ", &f.remedy);
+    let _ = writeln!(
+        out,
+        "    expected gain: up to {} ({:.0}% of the run)",
+        text::duration(f.expected_gain.time_ns),
+        f.expected_gain.share * 100.0
     );
+    out
+}
+
+/// Each variant's findings by id, then what the last (fixed) variant made
+/// of the first (bad) one's.
+pub fn findings_fates(variants: &[(&str, &Report)]) -> String {
+    let mut out = String::from("  findings:\n");
     for (label, r) in variants {
         let ids: Vec<&str> = r.findings.iter().map(|f| f.id.as_str()).collect();
         let ids = if ids.is_empty() {
@@ -236,49 +271,57 @@ pub fn findings_summary(variants: &[(&str, &Report)]) -> String {
     };
     let d = crate::diff::diff(bad, fixed);
     for f in &bad.findings {
-        let fate = if d
+        let resolved = d
             .findings
             .resolved
             .iter()
-            .any(|x| x.id == f.id && x.culprit == f.culprit.name)
-        {
-            format!("resolved in {fixed_label}")
-        } else {
-            format!("still in {fixed_label}")
-        };
-        let _ = writeln!(out, "\n  [{}] {} ({fate})", f.id, f.title);
-        crate::render::findings_text::wrapped(&mut out, "    remedy: ", &f.remedy);
+            .any(|x| x.id == f.id && x.culprit == f.culprit.name);
+        let fate = if resolved { "resolved" } else { "still" };
+        let _ = writeln!(out, "    [{}] {fate} in {fixed_label}", f.id);
     }
     for f in &d.findings.new {
-        let _ = writeln!(
-            out,
-            "\n  [{}] {} (new in {fixed_label}; see its report)",
-            f.id, f.title
-        );
+        let _ = writeln!(out, "    [{}] new in {fixed_label}", f.id);
     }
     out
 }
 
-pub fn run(only: Option<&str>, json_dir: Option<&Path>, html_dir: Option<&Path>) -> Result<i32> {
-    let scenarios: Vec<&Scenario> = match only {
+/// The program's line that says how fast it went, else its first line.
+fn program_line(printed: &str) -> &str {
+    printed
+        .lines()
+        .find(|l| throughput(l).is_some())
+        .or_else(|| printed.lines().next())
+        .unwrap_or("")
+        .trim()
+}
+
+/// A story that ran: its scenario and each variant's report, in order.
+struct Story {
+    scenario: &'static Scenario,
+    reports: Vec<Report>,
+}
+
+pub fn run(opts: &DemoOptions<'_>) -> Result<i32> {
+    let scenarios: Vec<&'static Scenario> = match opts.only {
         Some(name) => vec![find(name)?],
         None => SCENARIOS.iter().collect(),
     };
     let dir = tempfile::tempdir().context("creating a directory for the lab programs")?;
-    for d in [json_dir, html_dir].into_iter().flatten() {
-        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-    }
+    std::fs::create_dir_all(opts.out)
+        .with_context(|| format!("creating {}", opts.out.display()))?;
     let color = crate::cli::stdout_is_tty();
+    let mut stories = vec![];
     for s in scenarios {
-        println!("=== {}: {}\n{}\n", s.name, s.story, s.about);
+        println!("=== {}: {}", s.name, s.story);
+        let mut about = String::new();
+        crate::render::findings_text::wrapped(&mut about, "    ", s.about);
+        print!("{about}");
         let exe = extract(dir.path(), s)?;
         let mut reports = vec![];
         let mut throughputs = vec![];
         for &(variant, args) in s.variants {
             let mut argv: Vec<OsString> = vec![exe.clone().into()];
             argv.extend(args.iter().map(OsString::from));
-            let json = json_dir.map(|d| d.join(format!("{}-{variant}.json", s.name)));
-            println!("--- {variant}: {} {}", s.program, args.join(" "));
             // The program's own output, kept to read its throughput from.
             let out_path = dir.path().join(format!("{variant}.out"));
             let out_file = std::fs::File::create(&out_path)
@@ -290,12 +333,19 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>, html_dir: Option<&Path>)
             let outcome = session::profile(What::Run(argv), &options, Instant::now())?;
             drop(out_file);
             let printed = std::fs::read_to_string(&out_path).unwrap_or_default();
-            print!("{printed}");
+            if opts.verbose {
+                println!("--- {variant}: {} {}", s.program, args.join(" "));
+                print!("{printed}");
+                let report = text::render(&outcome.report, color);
+                println!("{}", text::for_terminal(report, &std::io::stdout()));
+            } else {
+                println!("  ran {variant:<11} {}", program_line(&printed));
+            }
             throughputs.push(throughput(&printed));
-            println!("{}", text::render(&outcome.report, color));
+            let base = opts.out.join(format!("{}-{variant}", s.name));
             let outputs = crate::render::Outputs {
-                json,
-                html: html_dir.map(|d| d.join(format!("{}-{variant}.html", s.name))),
+                json: Some(base.with_extension("json")),
+                html: Some(base.with_extension("html")),
                 ..Default::default()
             };
             outputs.write(&outcome.report)?;
@@ -304,21 +354,77 @@ pub fn run(only: Option<&str>, json_dir: Option<&Path>, html_dir: Option<&Path>)
         let columns: Vec<(&str, &Report)> =
             s.variants.iter().map(|v| v.0).zip(reports.iter()).collect();
         let labels: Vec<&str> = columns.iter().map(|c| c.0).collect();
-        let mut table = compare(&columns);
+        let mut table = String::new();
         if let Some(all) = throughputs.iter().cloned().collect::<Option<Vec<_>>>() {
             let unit = all[0].1.clone();
             let values: Vec<f64> = all.iter().map(|t| t.0).collect();
             table += &row(&format!("throughput {unit}"), &values, short);
         }
-        println!(
-            "--- {}: {}\n{}\n{}",
-            s.name,
+        let table = compare(&columns).replacen('\n', &format!("\n{table}"), 1);
+        let summary = format!(
+            "\n{}\n  {}\n{}\n{}  reports: {}\n",
+            first_finding(labels[0], &reports[0]),
             labels.join(" vs "),
             table,
-            findings_summary(&columns)
+            findings_fates(&columns),
+            opts.out.join(format!("{}-*.html", s.name)).display()
         );
+        println!("{}", text::for_terminal(summary, &std::io::stdout()));
+        stories.push(Story {
+            scenario: s,
+            reports,
+        });
     }
+    let index = opts.out.join("index.html");
+    std::fs::write(&index, index_page(&stories))
+        .with_context(|| format!("writing {}", index.display()))?;
+    let shown = std::fs::canonicalize(&index).unwrap_or(index);
+    println!(
+        "Every variant's report, as HTML and JSON: {}",
+        shown.display()
+    );
     Ok(0)
+}
+
+/// `index.html`: each story, its variants' pages and JSON, and what the
+/// bad variant was found to do.
+fn index_page(stories: &[Story]) -> String {
+    use crate::render::html::esc;
+    let mut out = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>kerntax demo</title><style>body{font:14px/1.4 system-ui,sans-serif;\
+         max-width:1000px;margin:0 auto;padding:16px}li{margin:2px 0}\
+         .id{font-family:monospace;color:#c33}</style></head><body>\n\
+         <h1>kerntax demo: the lab's stories, each bad and fixed</h1>\n",
+    );
+    for st in stories {
+        let s = st.scenario;
+        let _ = writeln!(
+            out,
+            "<section id=\"{}\"><h2>{}</h2><p>{}</p><ul>",
+            esc(s.name),
+            esc(s.story),
+            esc(s.about)
+        );
+        for ((label, args), r) in s.variants.iter().zip(&st.reports) {
+            let file = format!("{}-{label}", s.name);
+            let found = r.findings.first().map_or("no finding".to_string(), |f| {
+                format!("<span class=\"id\">{}</span> {}", esc(&f.id), esc(&f.title))
+            });
+            let _ = writeln!(
+                out,
+                "<li><a href=\"{f}.html\">{label}</a> (<a href=\"{f}.json\">JSON</a>) \
+                 <code>{prog} {args}</code>: {found}</li>",
+                f = esc(&file),
+                label = esc(label),
+                prog = esc(s.program),
+                args = esc(&args.join(" ")),
+            );
+        }
+        out.push_str("</ul></section>\n");
+    }
+    out.push_str("</body></html>\n");
+    out
 }
 
 #[cfg(test)]

@@ -305,7 +305,6 @@ pub struct Totals {
     pub syscalls: u64,
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
-    pub lock_wait_ns: u64,
     /// Final counters of the threads that exited.
     pub exited_runtime_ns: u64,
     pub exited_utime_ns: u64,

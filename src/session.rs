@@ -226,6 +226,9 @@ struct Window {
     tally: SampleTally,
     /// The target's totals through the window, for the timeline.
     probes: Vec<Probe>,
+    /// The window's start on CLOCK_MONOTONIC (the clock of BPF's
+    /// timestamps), ns.
+    start_mono_ns: u64,
 }
 
 /// Streams and unwinds samples until the target exits, the duration ends
@@ -251,6 +254,7 @@ fn watch(
     unwinding: &mut Unwinding,
 ) -> Result<Window> {
     let t0 = Instant::now();
+    let start_mono_ns = monotonic_ns();
     let mut tally = SampleTally::default();
     let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
     let mut reaped = None;
@@ -288,7 +292,19 @@ fn watch(
         duration_ns,
         tally,
         probes,
+        start_mono_ns,
     })
+}
+
+/// CLOCK_MONOTONIC now, ns: bpf_ktime_get_ns's clock.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// How the target ended: a command is reaped (after being told to stop if
@@ -481,6 +497,12 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         &jit,
     );
     phases.mark("symbolizing");
+    let mut timeline = timeline::build(TIMELINE_INTERVAL.as_nanos() as u64, &window.probes);
+    timeline::contended(
+        &mut timeline,
+        window.start_mono_ns,
+        &analyses.contended_spans,
+    );
     let stack_samples_deferred = kernel.syscalls.iter().map(|s| s.samples_deferred).sum();
     let report = build(Inputs {
         mode,
@@ -492,7 +514,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         kernel,
         threads,
         sites: analyses.sites,
-        timeline: timeline::build(TIMELINE_INTERVAL.as_nanos() as u64, &window.probes),
+        timeline,
         cpu_samples: analyses.cpu_samples,
         spin: analyses.spin,
         polls: analyses.polls,

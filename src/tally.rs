@@ -66,6 +66,9 @@ pub struct SampleTally {
     pub offcpu: HashMap<(OffCpuKey, UnwoundStack), (u64, u64)>,
     /// The same sleeps with their outcome and waker, for the wait sites.
     pub sleeps: HashMap<(SleepKey, UnwoundStack), SleepTally>,
+    /// ... and when: per sample, (its call's return, CLOCK_MONOTONIC ns;
+    /// the sleep it stood for), for the timeline of contended waiting.
+    pub sleep_spans: HashMap<(SleepKey, UnwoundStack), Vec<(u64, u64)>>,
     /// (waker tid, woken tid, stack) -> (wake-ups stood for, samples).
     pub wakes: HashMap<(u32, u32, UnwoundStack), (u64, u64)>,
     /// (pid, syscall, stack) -> poll-family calls stood for.
@@ -105,6 +108,10 @@ impl SampleTally {
                     ret: s.ret.min(1),
                     waker: s.waker,
                 };
+                self.sleep_spans
+                    .entry((key, stack.clone()))
+                    .or_default()
+                    .push((s.at_ns, s.off_ns));
                 let e = self.sleeps.entry((key, stack.clone())).or_default();
                 e.ns += s.off_ns;
                 e.count += s.off_count.max(1);

@@ -52,10 +52,8 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = kerntax()
-        .args(["demo", "ruby-switch", "--json"])
+        .args(["demo", "ruby-switch", "--out"])
         .arg(dir.path())
-        .arg("--html")
-        .arg(dir.path().join("html"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -64,17 +62,36 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Issue 13: one screen for the story: what each variant printed, the
+    // bad variant's first finding with its culprit, the comparison, and
+    // where the whole reports are.
+    assert!(stdout.lines().count() <= 60, "{stdout}");
     assert!(
-        stdout.contains("--- bad:")
-            && stdout.contains("--- fixed:")
-            && stdout.contains("bad vs fixed"),
+        stdout.contains("ran bad")
+            && stdout.contains("ran fixed")
+            && stdout.contains("bad, first finding: [syscall.storm]")
+            && stdout.contains("culprit: rt_sigprocmask")
+            && stdout.contains("bad vs fixed")
+            && stdout.contains("wall time")
+            && stdout.contains("system CPU share"),
         "{stdout}"
     );
+    assert!(!stdout.contains("WAIT SITES"), "{stdout}");
     // The lab program prints its own throughput.
     assert!(
         stdout.contains("ruby-switch bad: 2000000 switches in"),
         "{stdout}"
     );
+    let index = dir.path().canonicalize().unwrap().join("index.html");
+    assert!(stdout.contains(&format!("{}", index.display())), "{stdout}");
+    let page = std::fs::read_to_string(&index).unwrap();
+    for variant in ["bad", "fixed"] {
+        for ext in ["html", "json"] {
+            let file = format!("ruby-switch-{variant}.{ext}");
+            assert!(page.contains(&format!("href=\"{file}\"")), "{page}");
+            assert!(dir.path().join(&file).exists(), "{file}");
+        }
+    }
 
     let bad = load(dir.path().join("ruby-switch-bad.json"));
     let fixed = load(dir.path().join("ruby-switch-fixed.json"));
@@ -124,17 +141,26 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
         String::from_utf8_lossy(&diff.stderr)
     );
     assert!(text.contains("resolved   syscall.storm"), "{text}");
-    // Issue #6: --html DIR writes a page per variant.
-    let page = std::fs::read_to_string(dir.path().join("html/ruby-switch-bad.html")).unwrap();
+    // Issue #6: a page per variant.
+    let page = std::fs::read_to_string(dir.path().join("ruby-switch-bad.html")).unwrap();
     assert!(page.contains("syscall.storm") && page.contains("id=\"flame-syscalls\""));
-    assert!(dir.path().join("html/ruby-switch-fixed.html").exists());
+
+    // Issue 13: --verbose prints each variant's whole report as well.
+    let verbose = kerntax()
+        .args(["demo", "ruby-switch", "--verbose", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&verbose.stdout);
+    assert!(verbose.status.success(), "{stdout}");
+    assert_eq!(stdout.matches("FINDINGS").count(), 2, "{stdout}");
 }
 
 /// Runs one demo scenario and returns its reports by variant label.
 fn demo(scenario: &str) -> std::collections::HashMap<String, Report> {
     let dir = tempfile::tempdir().unwrap();
     let out = kerntax()
-        .args(["demo", scenario, "--json"])
+        .args(["demo", scenario, "--out"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -146,6 +172,7 @@ fn demo(scenario: &str) -> std::collections::HashMap<String, Report> {
     std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .map(|p| {
             let name = p.file_stem().unwrap().to_string_lossy();
             (

@@ -60,7 +60,12 @@ struct Page {
 /// Loads `html` in headless Chromium: the DOM after its scripts ran, what
 /// it logged to the console, and a screenshot named `shot`.
 fn load(browser: &Path, html: &Path, shot: &str) -> Page {
-    let url = format!("file://{}", html.display());
+    load_at(browser, html, "", shot)
+}
+
+/// `load` with a fragment (`#t=SECONDS` shows the timeline at a moment).
+fn load_at(browser: &Path, html: &Path, fragment: &str, shot: &str) -> Page {
+    let url = format!("file://{}{fragment}", html.display());
     let profile = tempfile::tempdir().unwrap();
     let base = |c: &mut Command| {
         c.args([
@@ -200,6 +205,7 @@ fn a_real_report_renders_with_charts_flame_graphs_and_tables() {
         assert!(dom.contains(&format!("id=\"{id}\"")), "{id} missing");
     }
     assert!(dom.matches("<polyline").count() >= 6, "timeline series");
+    timeline_says_what_it_shows(&browser, &html, &json);
     // Flame graphs drawn by inferno, one frame each.
     for id in [
         "flame-cpu",
@@ -230,6 +236,89 @@ fn a_real_report_renders_with_charts_flame_graphs_and_tables() {
     };
     let (text, first) = pprof_top(&go, &["-sample_index=delay"], &pprof, dir.path());
     assert!(first.contains("[lock mutex g_hot_lock]"), "{text}");
+}
+
+/// The text of the readout of panel `id` (filled by the page's script).
+fn readout<'a>(dom: &'a str, id: &str) -> &'a str {
+    let tag = format!("<output class=\"readout\" for=\"{id}\">");
+    let at = dom
+        .find(&tag)
+        .unwrap_or_else(|| panic!("no readout for {id}"));
+    let rest = &dom[at + tag.len()..];
+    &rest[..rest.find("</output>").unwrap()]
+}
+
+/// Issue 13: each timeline panel has a legend with units and a readout
+/// of the values under the pointer, shown at the moment the lock was most
+/// waited for (`#t=`), with the report's own figures for that moment.
+fn timeline_says_what_it_shows(browser: &Path, html: &Path, json: &Path) {
+    let r: kerntax::report::Report =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let b = &r.timeline.buckets;
+    // The fixture's four threads queue on one lock: the timeline shows it.
+    let top = b.iter().max_by_key(|x| x.lock_wait_ns).unwrap();
+    assert!(top.lock_wait_ns > 0, "{:?}", r.timeline);
+    let contended: u64 = r
+        .waits
+        .iter()
+        .filter(|w| w.class == kerntax::report::WaitClass::Contention)
+        .map(|w| w.wait_ns)
+        .sum();
+    let drawn: u64 = b.iter().map(|x| x.lock_wait_ns).sum();
+    assert!(
+        drawn.abs_diff(contended) <= contended / 100 + 1_000_000,
+        "the timeline's lock wait {drawn} is the contended sites' {contended}"
+    );
+    let at_s = top.t_ns as f64 / 1e9;
+    let page = load_at(
+        browser,
+        html,
+        &format!("#t={at_s:.3}"),
+        "report-readout.png",
+    );
+    assert_renders_cleanly(&page);
+    let dom = &page.dom;
+    for key in [
+        "user CPU (CPUs busy)",
+        "system CPU (CPUs busy)",
+        "voluntary (/s)",
+        "involuntary (/s)",
+        "syscalls (/s)",
+        "waiting for a lock (threads waiting)",
+    ] {
+        assert!(
+            dom.contains(&format!("</i>{key}</span>")),
+            "legend key {key} missing"
+        );
+    }
+    assert_eq!(dom.matches("<span class=\"key\">").count(), 6);
+    let moment = format!("at {at_s:.2} s: ");
+    let cpu = readout(dom, "chart-cpu");
+    assert!(
+        cpu.starts_with(&moment)
+            && cpu.contains("user CPU ")
+            && cpu.contains(" CPUs busy, system CPU "),
+        "{cpu}"
+    );
+    let lock = readout(dom, "chart-lockwait");
+    let shown: f64 = lock
+        .strip_prefix(&moment)
+        .and_then(|s| s.strip_prefix("waiting for a lock "))
+        .and_then(|s| s.strip_suffix(" threads waiting"))
+        .unwrap_or_else(|| panic!("{lock}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{lock}: {e}"));
+    let threads = top.lock_wait_ns as f64 / top.duration_ns as f64;
+    assert!((shown - threads).abs() <= 0.01, "{lock} vs {threads}");
+    for id in ["chart-switches", "chart-syscalls"] {
+        assert!(readout(dom, id).starts_with(&moment), "{id}");
+    }
+    assert_eq!(
+        dom.matches("visibility=\"visible\"").count(),
+        4,
+        "a cursor per panel"
+    );
 }
 
 #[test]

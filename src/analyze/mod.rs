@@ -39,6 +39,8 @@ pub struct Analyses {
     pub offcpu: Vec<OffCpuThread>,
     pub wakeups: Vec<WakeupReport>,
     pub blockers: Vec<Blocker>,
+    /// The contended wait sites' sleeps in time (see `timeline::contended`).
+    pub contended_spans: Vec<(u64, f64)>,
     pub unresolved_frames: u64,
 }
 
@@ -95,6 +97,11 @@ pub fn run(
                 frames: frames(stack),
                 runtime: runtime(stack),
                 tally: *t,
+                spans: tally
+                    .sleep_spans
+                    .get(&(*key, stack.clone()))
+                    .cloned()
+                    .unwrap_or_default(),
             })
             .collect::<Vec<_>>(),
         lock_waits: &lock_sites
@@ -217,8 +224,8 @@ pub fn run(
             &off_sites,
             &sched::Contended {
                 locks: locks.contended,
-                calls: waits.contended_calls,
-                sites: waits.contended_sites,
+                calls: waits.contended_calls.clone(),
+                sites: waits.contended_sites.clone(),
                 site_of: Some(&|s: &OffCpuSite| {
                     waits::site_of(&s.frames, s.runtime, waits::WAIT_WORDS).0
                 }),
@@ -226,6 +233,7 @@ pub fn run(
             &comms,
         ),
         waits: sites,
+        contended_spans: waits.contended_spans,
         blockers: sched::blockers(&wakeups),
         wakeups,
         cpu_samples: cpu::profile(&cpu_sites, cpu_hz),

@@ -56,7 +56,8 @@ fn bucket(a: &Probe, b: &Probe) -> TimelineBucket {
             .involuntary_switches
             .saturating_sub(a.totals.involuntary_switches),
         syscalls: b.totals.syscalls.saturating_sub(a.totals.syscalls),
-        lock_wait_ns: b.totals.lock_wait_ns.saturating_sub(a.totals.lock_wait_ns),
+        // Known once the wait sites are classed: see `contended`.
+        lock_wait_ns: 0,
     }
 }
 
@@ -78,6 +79,37 @@ pub fn build(interval_ns: u64, probes: &[Probe]) -> Timeline {
     Timeline {
         interval_ns: interval_ns * step as u64,
         buckets: kept.windows(2).map(|w| bucket(w[0], w[1])).collect(),
+    }
+}
+
+/// Each interval's waiting at the sites the wait analysis found contended,
+/// whatever the form of the wait (a futex word, a SysV semaphore, a
+/// per-waiter parker, a latch read from a pipe or waited for in epoll):
+/// `spans` are the sampled sleeps there, (when each ended, CLOCK_MONOTONIC
+/// ns; its length scaled to the exact counters), laid over the intervals
+/// they cover. `start_ns` is profiling's start on the same clock.
+pub fn contended(timeline: &mut Timeline, start_ns: u64, spans: &[(u64, f64)]) {
+    let b = &mut timeline.buckets;
+    let Some(last) = b.last() else { return };
+    let end_ns = (last.t_ns + last.duration_ns) as f64;
+    let mut per = vec![0.0f64; b.len()];
+    for &(at, len) in spans {
+        let ended = at as f64 - start_ns as f64;
+        let (from, to) = ((ended - len).max(0.0), ended.min(end_ns));
+        if to <= from {
+            continue;
+        }
+        // The first interval that ends after `from`.
+        let mut i = b.partition_point(|x| ((x.t_ns + x.duration_ns) as f64) <= from);
+        while i < b.len() && (b[i].t_ns as f64) < to {
+            let lo = from.max(b[i].t_ns as f64);
+            let hi = to.min((b[i].t_ns + b[i].duration_ns) as f64);
+            per[i] += (hi - lo).max(0.0);
+            i += 1;
+        }
+    }
+    for (x, ns) in b.iter_mut().zip(per) {
+        x.lock_wait_ns = ns.round() as u64;
     }
 }
 
@@ -145,6 +177,18 @@ mod tests {
             &live,
         );
         assert_eq!((p.runtime_ns, p.utime_ns, p.stime_ns), (100, 4, 4));
+    }
+
+    #[test]
+    fn contended_sleeps_are_laid_over_the_intervals_they_cover() {
+        let probes: Vec<Probe> = (0..4).map(|i| probe(i * 100, 0, 0, 0, 0)).collect();
+        let mut t = build(100, &probes);
+        // Started at 1000: a sleep over 1050..1250 (two and a half
+        // intervals), one that began before profiling did, one that
+        // ended after it.
+        contended(&mut t, 1000, &[(1250, 200.0), (1030, 80.0), (1400, 150.0)]);
+        let got: Vec<u64> = t.buckets.iter().map(|b| b.lock_wait_ns).collect();
+        assert_eq!(got, vec![50 + 30, 100, 50 + 50]);
     }
 
     #[test]

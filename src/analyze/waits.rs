@@ -55,6 +55,13 @@ pub const WAIT_WORDS: &[&str] = &[
     "await",
     "parker",
 ];
+/// Words that make a language platform's method (`java.`, `jdk.`...) a
+/// blocking helper beside `WAIT_WORDS`: `ForkJoinPool.managedBlock`, a
+/// condition node's `block`. Whether the JIT inlined one or left it a
+/// frame of its own must not move an idle pool's site. Only for the
+/// platform's methods: in a program's own code "block" is as often data
+/// (`compress_block`).
+pub const PLATFORM_WAIT_WORDS: &[&str] = &["block", "blocker"];
 /// The same on the release side (`Mutex::Unlock`, `SetLatch`, `sem_post`).
 pub const WAKE_WORDS: &[&str] = &[
     "wake",
@@ -128,6 +135,9 @@ pub struct SleepSample {
     /// Leading strings of `frames` in runtime libraries.
     pub runtime: usize,
     pub tally: SleepTally,
+    /// Per sample: (when its call returned, CLOCK_MONOTONIC ns; the sleep
+    /// it stood for, ns).
+    pub spans: Vec<(u64, u64)>,
 }
 
 /// Sampled wait calls on a lock from one stack (futile ones included).
@@ -204,7 +214,10 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
             Some(JitKind::Platform) => {
                 in_runtime = true;
                 past_jit |= jit;
-                if (jit || !past_jit) && platform.is_none() && !is_wrapper(name) {
+                let blocker = words(name)
+                    .iter()
+                    .any(|w| PLATFORM_WAIT_WORDS.contains(&w.as_str()));
+                if (jit || !past_jit) && platform.is_none() && !is_wrapper(name) && !blocker {
                     platform = Some((name.to_string(), via.len()));
                 }
                 if jit || !past_jit {
@@ -369,6 +382,9 @@ struct SiteAcc {
     by_call: HashMap<(u32, u32), f64>,
     /// Time asleep per lock word.
     by_lock: HashMap<LockKey, f64>,
+    /// (when a sampled call returned, CLOCK_MONOTONIC ns; the sleep it
+    /// stands for, scaled).
+    spans: Vec<(u64, f64)>,
 }
 
 /// Per (tid, nr, lock): exact (ns, count) over sampled (ns, count).
@@ -412,6 +428,9 @@ pub struct Waits {
     pub contended_calls: HashMap<(u32, u32), u64>,
     /// The contended sites' functions.
     pub contended_sites: BTreeSet<String>,
+    /// The contended sites' sleeps in time: (when each ended, CLOCK_MONOTONIC
+    /// ns; its length, ns), scaled to the exact counters.
+    pub contended_spans: Vec<(u64, f64)>,
 }
 
 /// The wait sites, most at stake first.
@@ -437,6 +456,8 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         a.waiters.insert(s.key.tid);
         a.pids.insert(s.key.pid);
         *a.by_call.entry((s.key.tid, s.key.nr)).or_default() += ns;
+        a.spans
+            .extend(s.spans.iter().map(|&(at, d)| (at, d as f64 * fns)));
         let obj = s.key.lock.as_ref().map(object);
         a.lock_waiters.entry(obj).or_default().insert(s.key.tid);
         *a.syscalls.entry(name.clone()).or_default() += ns;
@@ -506,10 +527,12 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
     let usage = thread_times(inp, wall);
     let mut contended_calls: HashMap<(u32, u32), u64> = HashMap::new();
     let mut contended_sites = BTreeSet::new();
+    let mut contended_spans = Vec::new();
     let mut out: Vec<(WaitSite, Vec<LockKey>)> = sites
         .into_iter()
-        .map(|(function, a)| {
+        .map(|(function, mut a)| {
             let by_call = a.by_call.clone();
+            let spans = std::mem::take(&mut a.spans);
             let mut keys: Vec<(LockKey, f64)> = a.by_lock.iter().map(|(k, v)| (*k, *v)).collect();
             keys.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
             let keys: Vec<LockKey> = keys.into_iter().map(|k| k.0).collect();
@@ -519,6 +542,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
                     *contended_calls.entry(call).or_default() += ns.round() as u64;
                 }
                 contended_sites.insert(site.function.clone());
+                contended_spans.extend(spans);
             }
             (site, keys)
         })
@@ -561,6 +585,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         lock_class,
         contended_calls,
         contended_sites,
+        contended_spans,
     }
 }
 

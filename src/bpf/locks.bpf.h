@@ -218,7 +218,6 @@ __noinline int kt_lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_s
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct kt_lock_sample ls = { .wait_ns = d_ns };
 	struct kt_lock_stats *s;
-	struct kt_totals *tot;
 	__s64 cpu_ns;
 	__u64 seen;
 	__u32 slot;
@@ -243,9 +242,6 @@ __noinline int kt_lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_s
 	case KT_LOCK_OP_WAIT:
 		__sync_fetch_and_add(&s->waits, 1);
 		__sync_fetch_and_add(&s->wait_ns, d_ns);
-		tot = totals();
-		if (tot)
-			__sync_fetch_and_add(&tot->lock_wait_ns, d_ns);
 		if (d_ns > s->max_wait_ns)
 			s->max_wait_ns = d_ns;
 		slot = log2_u64(d_ns);

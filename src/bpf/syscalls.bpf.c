@@ -478,6 +478,7 @@ static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long
 			smp.flags |= KT_SAMPLE_OFFCPU;
 			smp.off_ns = sm->off_pending_ns;
 			smp.off_count = sm->off_pending_count;
+			smp.at_ns = bpf_ktime_get_ns();
 			sm->off_pending_ns = 0;
 			sm->off_pending_count = 0;
 			/* The wake-up that ended this call's last sleep, if one did. */

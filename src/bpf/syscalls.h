@@ -143,6 +143,7 @@ struct kt_stack_sample {
 	__s32 ret;         /* the syscall's return value (samples at its exit) */
 	__u32 off_count;   /* KT_SAMPLE_OFFCPU: the sleeps off_ns stands for */
 	struct kt_waker_ref waker; /* KT_SAMPLE_OFFCPU: who ended this call's last sleep */
+	__u64 at_ns;       /* KT_SAMPLE_OFFCPU: when the call returned (CLOCK_MONOTONIC) */
 	struct kt_lock_sample lock;
 	__u64 ip;
 	__u64 sp;
@@ -156,7 +157,6 @@ struct kt_totals {
 	__u64 syscalls;
 	__u64 voluntary_switches;
 	__u64 involuntary_switches;
-	__u64 lock_wait_ns;
 	/* Final counters of threads that exited (live ones come from the iterator). */
 	__u64 exited_runtime_ns;
 	__u64 exited_utime_ns;

@@ -55,6 +55,9 @@ pub struct StackSample {
     /// seen, e.g. a signal or the end of the run).
     pub off_count: u64,
     pub waker: Option<Waker>,
+    /// When the sleeping call returned (CLOCK_MONOTONIC ns), for the
+    /// timeline: the sleep ended then.
+    pub at_ns: u64,
     /// The lock a lock syscall operated on, whichever role the sample has.
     pub lock_key: Option<LockKey>,
     /// The syscall's return value, for samples taken at its exit.
@@ -200,6 +203,7 @@ impl Event {
                     } else {
                         None
                     },
+                    at_ns: ev.at_ns,
                     ret: ev.ret,
                     lock_key: lock_key(&ev.lock.lock),
                     woken: (ev.flags & KT_SAMPLE_WAKE != 0).then_some((ev.woken_pid, ev.woken_tid)),

@@ -201,7 +201,6 @@ impl<'obj> Collector<'obj> {
             t.syscalls += v.syscalls;
             t.voluntary_switches += v.voluntary_switches;
             t.involuntary_switches += v.involuntary_switches;
-            t.lock_wait_ns += v.lock_wait_ns;
             t.exited_runtime_ns += v.exited_runtime_ns;
             t.exited_utime_ns += v.exited_utime_ns;
             t.exited_stime_ns += v.exited_stime_ns;

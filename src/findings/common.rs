@@ -262,14 +262,29 @@ pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
     }
     let mut out: Vec<Unit<'_>> = units.into_values().collect();
     for u in &mut out {
-        u.sites.sort_by_key(|s| std::cmp::Reverse(s.wait_ns));
-        // A unit gathered by wrapper is named by its biggest site.
+        // Biggest first, but a site named by a VM's code (its interpreter,
+        // which runs methods it does not name) after the ones named by
+        // methods: the same waits from interpreted code before the JIT
+        // compiled them must not name the unit.
+        u.sites
+            .sort_by_key(|s| (named_by_vm_code(s), std::cmp::Reverse(s.wait_ns)));
+        // A unit gathered by wrapper is named by its first site.
         if u.name.starts_with("wait:") {
             u.name = crate::analyze::waits::display(u.sites[0]);
         }
     }
     out.sort_by(|a, b| b.wait_ns.total_cmp(&a.wait_ns).then(a.name.cmp(&b.name)));
     out
+}
+
+/// Whether a site is named by a VM's own code (an interpreter frame, a
+/// stub) rather than by a method or a function.
+fn named_by_vm_code(s: &WaitSite) -> bool {
+    use crate::stacks::{frame::jit_kind, jit::JitKind};
+    s.stacks
+        .first()
+        .and_then(|st| st.frames.iter().find(|f| function(f) == s.function))
+        .is_some_and(|f| jit_kind(f) == Some(JitKind::Stub))
 }
 
 /// Time waited at all contended sites.

@@ -153,6 +153,38 @@ fn other_site(main: &WaitSite, share: f64) -> WaitSite {
     o
 }
 
+/// tests/java.rs, once in five runs: the workers' waits from interpreted
+/// code before the JIT compiled their loop outweighed the compiled ones'
+/// and the finding said "Interpreter via ...".
+#[test]
+fn a_unit_is_named_by_a_method_before_the_interpreter() {
+    let java = |function: &str, location: &str, waiting: f64| {
+        let mut s = site(function, 4, waiting, &[], "futex");
+        s.function = function.into();
+        s.via = vec!["Parker::park(bool, long)".into()];
+        s.lock_words = 8;
+        s.stacks[0].frames = vec![
+            "Parker::park(bool, long) (libjvm.so)".into(),
+            format!("{function} ({location})"),
+        ];
+        s
+    };
+    let mut r = base();
+    r.waits = vec![
+        java("Interpreter", "jit", 0.5),
+        java("Work.run", "jit", 0.2),
+    ];
+    let units = common::contention_units(&r);
+    assert_eq!(units.len(), 1);
+    assert_eq!(units[0].name, "Work.run via Parker::park");
+    // Alone, the interpreter still names it.
+    r.waits.remove(1);
+    assert_eq!(
+        common::contention_units(&r)[0].name,
+        "Interpreter via Parker::park"
+    );
+}
+
 // lock.global-serializes
 
 fn global(threads: u32, waiting: f64, share: f64, cpus_used: f64) -> Report {

@@ -248,6 +248,65 @@ pub fn render(r: &Report, color: bool) -> String {
     out
 }
 
+/// The width of the terminal on `fd`, if it is one.
+pub fn terminal_width(fd: &impl std::os::fd::AsRawFd) -> Option<usize> {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into `ws`, which outlives the call.
+    let ok = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
+/// `text` with every line longer than `width` columns cut to it, ending in
+/// `…` (a long frame would wrap over several lines of a terminal; the JSON
+/// report keeps it whole). Colour escapes take no columns and are kept.
+pub fn fit(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let mut columns = 0;
+        let mut cut = None;
+        let mut chars = body.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if c == '\x1b' {
+                // An escape sequence: through its final letter.
+                for (_, e) in chars.by_ref() {
+                    if e.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+                continue;
+            }
+            columns += 1;
+            if columns == width && cut.is_none() {
+                cut = Some(i);
+            }
+        }
+        match cut {
+            Some(at) if columns > width => {
+                out.push_str(&body[..at]);
+                out.push('…');
+                if body.contains('\x1b') {
+                    out.push_str("\x1b[0m");
+                }
+            }
+            _ => out.push_str(body),
+        }
+        out.push_str(nl);
+    }
+    out
+}
+
+/// `text` fitted to the terminal on `fd`; unchanged when it is no terminal.
+pub fn for_terminal(text: String, fd: &impl std::os::fd::AsRawFd) -> String {
+    match terminal_width(fd) {
+        Some(w) => fit(&text, w),
+        None => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +322,22 @@ mod tests {
     fn color_marks_user_green_and_system_red() {
         let text = render(&build(sample_inputs()), true);
         assert!(text.contains("\x1b[32m") && text.contains("\x1b[31m"));
+    }
+
+    /// Issue 13: lines wider than the terminal are cut with `…`; colour
+    /// escapes take no columns.
+    #[test]
+    fn long_lines_are_cut_at_the_terminal_width() {
+        let text = "short\nabcdefghij\n\x1b[32mabcdefghij\x1b[0m\nébcdéfghij";
+        assert_eq!(
+            fit(text, 8),
+            "short\nabcdefg…\n\x1b[32mabcdefg…\x1b[0m\nébcdéfg…"
+        );
+        assert_eq!(fit("abcdefgh\n", 8), "abcdefgh\n");
+        let report = render(&build(sample_inputs()), false);
+        let fitted = fit(&report, 60);
+        assert!(fitted.lines().all(|l| l.chars().count() <= 60));
+        assert!(fitted.contains('…') && fitted.lines().count() == report.lines().count());
     }
 
     #[test]

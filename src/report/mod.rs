@@ -658,7 +658,9 @@ pub struct TimelineBucket {
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
     pub syscalls: u64,
-    /// Time threads spent inside lock waits (ended in this interval).
+    /// Time threads spent waiting at the wait sites classed contention
+    /// (any form: futex words, semaphores, per-waiter parkers, latches) in
+    /// this interval, estimated from the sampled sleeps.
     pub lock_wait_ns: u64,
 }
 

@@ -53,6 +53,40 @@ fn the_site_is_past_the_runtime_and_the_programs_own_wrappers() {
 /// Issue 12: a Java lock manager's layers are all lock wrappers; the
 /// outermost program method looked at names the site (an overload calling
 /// itself is not its own wrapper), not the platform's Object.wait.
+/// CI of stop 16 and after: an idle pool's site moved with what C2
+/// inlined (LinkedBlockingQueue.take, ForkJoinPool.managedBlock).
+#[test]
+fn an_idle_pools_site_does_not_move_with_the_platforms_blocking_helpers() {
+    let whole = [
+        "___pthread_cond_wait (pthread_cond_wait.c:618)",
+        "Unsafe_Park (libjvm.so)",
+        "jdk.internal.misc.Unsafe.park (jit)",
+        "java.util.concurrent.locks.LockSupport.park (jit)",
+        "java.util.concurrent.locks.AbstractQueuedSynchronizer$ConditionNode.block (jit)",
+        "java.util.concurrent.ForkJoinPool.managedBlock (jit)",
+        "java.util.concurrent.locks.AbstractQueuedSynchronizer$ConditionObject.await (jit)",
+        "java.util.concurrent.LinkedBlockingQueue.take (jit)",
+        "java.util.concurrent.ThreadPoolExecutor.getTask (jit)",
+        "java.util.concurrent.ThreadPoolExecutor.runWorker (jit)",
+        "java.lang.Thread.run (jit)",
+        "JavaCalls::call_helper(JavaValue*, methodHandle const&, JavaCallArguments*, JavaThread*) (libjvm.so)",
+        "thread_native_entry(Thread*) (libjvm.so)",
+        "start_thread (pthread_create.c:442)",
+    ];
+    let inlined: Vec<&str> = whole
+        .iter()
+        .copied()
+        .filter(|f| !f.contains("managedBlock") && !f.contains("ConditionNode"))
+        .collect();
+    for stack in [&whole[..], &inlined[..]] {
+        let (site, via) = site_of(&frames(stack), 1, WAIT_WORDS);
+        assert_eq!(
+            site, "java.util.concurrent.LinkedBlockingQueue.take",
+            "{via:?}"
+        );
+    }
+}
+
 #[test]
 fn a_program_whose_methods_are_all_wrappers_is_named_by_the_outermost() {
     let f = frames(&[
@@ -153,6 +187,7 @@ fn sleep(tid: u32, site: &str, ns: u64, count: u64, ret: i32, by: Option<Waker>)
             count,
             samples: count,
         },
+        spans: vec![(1_000_000_000, ns)],
     }
 }
 

@@ -13,26 +13,49 @@ const LEFT: f64 = 70.0;
 
 /// (label, colour, value per bucket)
 type Series<'a> = (&'a str, &'a str, Vec<f64>);
+/// Each bucket's start and the run's end, in seconds.
+type Times<'a> = (&'a [f64], f64);
 
-fn panel(out: &mut String, id: &str, title: &str, unit: &str, series: &[Series], t_end_s: f64) {
+/// One panel: a caption with its title, a legend (colour, series, unit)
+/// and a readout the page's script fills with the values under the
+/// pointer; the SVG (as wide as the page) carries each bucket's start and
+/// each series' values for it.
+fn panel(out: &mut String, id: &str, title: &str, unit: &str, series: &[Series], times: Times) {
     let max = series
         .iter()
         .flat_map(|s| s.2.iter().copied())
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
     let n = series.first().map_or(0, |s| s.2.len());
+    let (starts_s, t_end_s) = times;
     let _ = write!(
         out,
-        r#"<svg class="chart" id="{id}" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img"><title>{t}</title>"#,
+        r#"<figure class="panel"><figcaption><b>{t}</b> <span class="unit">({u})</span>"#,
+        t = esc(title),
+        u = esc(unit)
+    );
+    for (label, colour, _) in series {
+        let _ = write!(
+            out,
+            r#" <span class="key"><i style="background:{}"></i>{} ({})</span>"#,
+            esc(colour),
+            esc(label),
+            esc(unit)
+        );
+    }
+    let times: Vec<String> = starts_s.iter().map(|t| format!("{t:.3}")).collect();
+    let _ = write!(
+        out,
+        r#" <output class="readout" for="{id}"></output></figcaption><svg class="chart" id="{id}" viewBox="0 0 {w} {h}" role="img" data-left="{LEFT}" data-times="{times}"><title>{t}</title>"#,
         id = esc(id),
         w = WIDTH,
         h = HEIGHT + 22.0,
-        t = esc(title)
+        t = esc(title),
+        times = times.join(",")
     );
     let _ = write!(
         out,
-        r##"<line x1="{LEFT}" y1="{HEIGHT}" x2="{WIDTH}" y2="{HEIGHT}" stroke="#999"/><text x="0" y="12">{}</text><text x="0" y="{HEIGHT}">0</text><text x="0" y="28">max {} {}</text><text x="{LEFT}" y="{}">0 s</text><text x="{}" y="{}" text-anchor="end">{:.2} s</text>"##,
-        esc(title),
+        r##"<line x1="{LEFT}" y1="{HEIGHT}" x2="{WIDTH}" y2="{HEIGHT}" stroke="#999"/><text x="0" y="{HEIGHT}">0</text><text x="0" y="12">max {} {}</text><text x="{LEFT}" y="{}">0 s</text><text x="{}" y="{}" text-anchor="end">{:.2} s</text><line class="cursor" x1="0" y1="0" x2="0" y2="{HEIGHT}" stroke="#888" visibility="hidden"/>"##,
         short(max),
         esc(unit),
         HEIGHT + 16.0,
@@ -59,15 +82,28 @@ fn panel(out: &mut String, id: &str, title: &str, unit: &str, series: &[Series],
                 format!("{:.1},{:.1}", LEFT + step * i as f64, y)
             })
             .collect();
+        let data: Vec<String> = values
+            .iter()
+            .map(|v| {
+                if v.is_finite() {
+                    format!("{v:.4}")
+                } else {
+                    "0".into()
+                }
+            })
+            .collect();
         let _ = write!(
             out,
-            r#"<polyline class="series" fill="none" stroke="{}" stroke-width="1.5" points="{}"><title>{}</title></polyline>"#,
+            r#"<polyline class="series" fill="none" stroke="{}" stroke-width="1.5" vector-effect="non-scaling-stroke" points="{}" data-label="{}" data-unit="{}" data-values="{}"><title>{}</title></polyline>"#,
             esc(colour),
             points.join(" "),
+            esc(label),
+            esc(unit),
+            data.join(","),
             esc(label)
         );
     }
-    out.push_str("</svg>\n");
+    out.push_str("</svg></figure>\n");
 }
 
 fn short(x: f64) -> String {
@@ -94,14 +130,18 @@ pub fn timeline(r: &Report, out: &mut String) {
             })
             .collect()
     };
-    let end_s = b
-        .last()
-        .map_or(0.0, |x| (x.t_ns + x.duration_ns) as f64 / 1e9);
+    // Each point is a bucket, at its start; the axis ends at the run's end.
+    let starts_s: Vec<f64> = b.iter().map(|x| x.t_ns as f64 / 1e9).collect();
+    let end_s = (
+        &starts_s[..],
+        b.last()
+            .map_or(0.0, |x| (x.t_ns + x.duration_ns) as f64 / 1e9),
+    );
     panel(
         out,
         "chart-cpu",
         "CPU",
-        "CPUs",
+        "CPUs busy",
         &[
             ("user CPU", "#2a2", per(&|x| x.user_ns as f64)),
             ("system CPU", "#c22", per(&|x| x.sys_ns as f64)),
@@ -138,9 +178,13 @@ pub fn timeline(r: &Report, out: &mut String) {
     panel(
         out,
         "chart-lockwait",
-        "lock wait",
+        "lock wait (at the wait sites found contended)",
         "threads waiting",
-        &[("lock wait", "#555", per(&|x| x.lock_wait_ns as f64))],
+        &[(
+            "waiting for a lock",
+            "#555",
+            per(&|x| x.lock_wait_ns as f64),
+        )],
         end_s,
     );
 }
