@@ -442,7 +442,7 @@ pub struct Release {
     pub mechanism: String,
     /// The wakers' own function, when their stacks were sampled.
     pub site: Option<String>,
-    /// The wakers also wait at this site.
+    /// Wakers that also wait at this site ended most of these sleeps.
     pub from_waiters: bool,
     /// The wakers are part of the target.
     pub in_target: bool,

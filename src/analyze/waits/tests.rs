@@ -250,6 +250,14 @@ fn threads_that_wake_each_other_at_one_site_are_contention_whatever_the_words() 
         .sum();
     assert_eq!(of_thread_1, 200_000_000);
     assert!(w.lock_class.values().all(|c| *c == WaitClass::Contention));
+    assert!(s.releases[0].from_waiters, "{:?}", s.releases);
+    // One stray wake-up from a thread that never waits here (CI: a JVM
+    // thread starting up) leaves the hand-overs the waiters'.
+    let mut stray = sleeps.clone();
+    stray.push(sleep(1, "take_gil", 100_000, 1, 0, waker(9, true)));
+    let s = &build_sites(&stray, &threads, &[]).sites[0];
+    assert_eq!(s.releases[0].wakers, 5);
+    assert!(s.releases[0].from_waiters, "{:?}", s.releases);
     // The same, idle between waits: not contention.
     let idle: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 1_000_000)).collect();
     assert_ne!(
