@@ -85,12 +85,16 @@ real_wait_port() {
     return 1
 }
 
-# The first TCP port from $1 up on 127.0.0.1 that nothing listens on (a
-# server left over from an earlier run, or anything else, must not make
-# this one fail).
+# The first TCP port from $1 up on 127.0.0.1 that nothing listens on and
+# no socket uses (a server left over from an earlier run, or a client's
+# connection on it as its local port, must not make this one fail: CI once
+# saw PostgreSQL's bind fail on a port nothing listened on). Callers start
+# below the kernel's ephemeral range (32768 up), where clients' own ports
+# are not drawn from.
 real_free_port() {
     local port=$1
-    while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+    while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null ||
+        { command -v ss >/dev/null && [ -n "$(ss -Htan "( sport = :$port )")" ]; }; do
         port=$((port + 1))
     done
     echo "$port"
