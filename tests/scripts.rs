@@ -74,27 +74,34 @@ fn text(o: &Output) -> (String, String) {
     )
 }
 
+/// `scripts/NAME ARGS` of the clone as root with `stand` first on PATH:
+/// it succeeds and never calls sudo; its standard output.
+fn as_root(stand: &Stand, name: &str, args: &[&str]) -> String {
+    let out = Command::new(repo().join("scripts").join(name))
+        .args(args)
+        .env("PATH", stand.path())
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{name}: {stdout}\n{stderr}");
+    assert_eq!(stand.log("sudo.log"), None, "root never calls sudo");
+    stdout
+}
+
 #[test]
 fn as_root_with_no_sudo_the_demo_command_sets_up_builds_and_runs() {
     if !bpf_available() {
         return;
     }
     let stand = Stand::new(true);
-    let out = Command::new(repo().join("scripts/demo.sh"))
-        .arg("--list")
-        .env("PATH", stand.path())
-        .current_dir("/")
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let stdout = as_root(&stand, "demo.sh", &["--list"]);
     assert!(stdout.contains("lab scenarios"), "{stdout}");
     assert!(stdout.contains("ruby-switch"), "{stdout}");
     assert_eq!(
         stand.log("cargo.log").as_deref(),
         Some("build --release --quiet\n")
     );
-    assert_eq!(stand.log("sudo.log"), None, "root never calls sudo");
 }
 
 #[test]
@@ -103,19 +110,11 @@ fn as_root_with_no_sudo_the_test_command_passes_its_arguments_to_cargo_test() {
         return;
     }
     let stand = Stand::new(true);
-    let out = Command::new(repo().join("scripts/test.sh"))
-        .args(["--test", "diff"])
-        .env("PATH", stand.path())
-        .current_dir("/")
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    as_root(&stand, "test.sh", &["--test", "diff"]);
     assert_eq!(
         stand.log("cargo.log").as_deref(),
         Some("build --release --quiet\ntest --release --quiet --test diff -- --test-threads=1\n")
     );
-    assert_eq!(stand.log("sudo.log"), None, "root never calls sudo");
 }
 
 /// The scripts copied where any user can read them (a clone under /root
