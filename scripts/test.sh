@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite (or the cargo test selection given
-# as arguments): unit tests, and integration tests
-# that run the real binary on the lab and fixture programs (as root; with
-# KERNTAX_REQUIRE_BPF=1 a BPF test that cannot attach fails, not skips).
+# as arguments): unit tests, and integration tests that run the real binary
+# on the lab and fixture programs (as root; with KERNTAX_REQUIRE_BPF=1 a BPF
+# test that cannot attach fails, not skips).
 set -euo pipefail
 kerntax_self=$(realpath "$0")
 cd "$(dirname "$0")/.."

@@ -295,6 +295,12 @@ fn program_line(printed: &str) -> &str {
         .trim()
 }
 
+/// Where a variant's reports go in the demo's folder: DIR/NAME-VARIANT
+/// with `.json` and `.html` (`*` as the variant: all of them).
+fn report_file(name: &str, variant: &str, extension: &str) -> String {
+    format!("{name}-{variant}.{extension}")
+}
+
 /// A story that ran: its scenario and each variant's report, in order.
 struct Story {
     scenario: &'static Scenario,
@@ -342,10 +348,9 @@ pub fn run(opts: &DemoOptions<'_>) -> Result<i32> {
                 println!("  ran {variant:<11} {}", program_line(&printed));
             }
             throughputs.push(throughput(&printed));
-            let base = opts.out.join(format!("{}-{variant}", s.name));
             let outputs = crate::render::Outputs {
-                json: Some(base.with_extension("json")),
-                html: Some(base.with_extension("html")),
+                json: Some(opts.out.join(report_file(s.name, variant, "json"))),
+                html: Some(opts.out.join(report_file(s.name, variant, "html"))),
                 ..Default::default()
             };
             outputs.write(&outcome.report)?;
@@ -367,7 +372,7 @@ pub fn run(opts: &DemoOptions<'_>) -> Result<i32> {
             labels.join(" vs "),
             table,
             findings_fates(&columns),
-            opts.out.join(format!("{}-*.html", s.name)).display()
+            opts.out.join(report_file(s.name, "*", "html")).display()
         );
         println!("{}", text::for_terminal(summary, &std::io::stdout()));
         stories.push(Story {
@@ -407,15 +412,15 @@ fn index_page(stories: &[Story]) -> String {
             esc(s.about)
         );
         for ((label, args), r) in s.variants.iter().zip(&st.reports) {
-            let file = format!("{}-{label}", s.name);
             let found = r.findings.first().map_or("no finding".to_string(), |f| {
                 format!("<span class=\"id\">{}</span> {}", esc(&f.id), esc(&f.title))
             });
             let _ = writeln!(
                 out,
-                "<li><a href=\"{f}.html\">{label}</a> (<a href=\"{f}.json\">JSON</a>) \
+                "<li><a href=\"{html}\">{label}</a> (<a href=\"{json}\">JSON</a>) \
                  <code>{prog} {args}</code>: {found}</li>",
-                f = esc(&file),
+                html = esc(&report_file(s.name, label, "html")),
+                json = esc(&report_file(s.name, label, "json")),
                 label = esc(label),
                 prog = esc(s.program),
                 args = esc(&args.join(" ")),

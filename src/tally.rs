@@ -35,12 +35,15 @@ pub struct SleepKey {
     pub waker: Option<Waker>,
 }
 
-/// Sleep a sample stood for: time, sleeps, samples.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Sleep a sample stood for: time, sleeps, samples, and when.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SleepTally {
     pub ns: u64,
     pub count: u64,
     pub samples: u64,
+    /// Per sample: (when its call returned, CLOCK_MONOTONIC ns; the sleep
+    /// it stood for, ns), for the timeline of contended waiting.
+    pub spans: Vec<(u64, u64)>,
 }
 
 /// Poll-family calls from one stack: weights, and weight x fds passed and
@@ -66,9 +69,6 @@ pub struct SampleTally {
     pub offcpu: HashMap<(OffCpuKey, UnwoundStack), (u64, u64)>,
     /// The same sleeps with their outcome and waker, for the wait sites.
     pub sleeps: HashMap<(SleepKey, UnwoundStack), SleepTally>,
-    /// ... and when: per sample, (its call's return, CLOCK_MONOTONIC ns;
-    /// the sleep it stood for), for the timeline of contended waiting.
-    pub sleep_spans: HashMap<(SleepKey, UnwoundStack), Vec<(u64, u64)>>,
     /// (waker tid, woken tid, stack) -> (wake-ups stood for, samples).
     pub wakes: HashMap<(u32, u32, UnwoundStack), (u64, u64)>,
     /// (pid, syscall, stack) -> poll-family calls stood for.
@@ -108,14 +108,11 @@ impl SampleTally {
                     ret: s.ret.min(1),
                     waker: s.waker,
                 };
-                self.sleep_spans
-                    .entry((key, stack.clone()))
-                    .or_default()
-                    .push((s.at_ns, s.off_ns));
                 let e = self.sleeps.entry((key, stack.clone())).or_default();
                 e.ns += s.off_ns;
                 e.count += s.off_count.max(1);
                 e.samples += 1;
+                e.spans.push((s.at_ns, s.off_ns));
             }
             if let Some((_, woken_tid)) = s.woken {
                 let e = self

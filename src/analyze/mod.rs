@@ -96,12 +96,7 @@ pub fn run(
                 key: *key,
                 frames: frames(stack),
                 runtime: runtime(stack),
-                tally: *t,
-                spans: tally
-                    .sleep_spans
-                    .get(&(*key, stack.clone()))
-                    .cloned()
-                    .unwrap_or_default(),
+                tally: t.clone(),
             })
             .collect::<Vec<_>>(),
         lock_waits: &lock_sites
@@ -224,8 +219,8 @@ pub fn run(
             &off_sites,
             &sched::Contended {
                 locks: locks.contended,
-                calls: waits.contended_calls.clone(),
-                sites: waits.contended_sites.clone(),
+                calls: waits.contended_calls,
+                sites: waits.contended_sites,
                 site_of: Some(&|s: &OffCpuSite| {
                     waits::site_of(&s.frames, s.runtime, waits::WAIT_WORDS).0
                 }),

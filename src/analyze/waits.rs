@@ -135,9 +135,6 @@ pub struct SleepSample {
     /// Leading strings of `frames` in runtime libraries.
     pub runtime: usize,
     pub tally: SleepTally,
-    /// Per sample: (when its call returned, CLOCK_MONOTONIC ns; the sleep
-    /// it stood for, ns).
-    pub spans: Vec<(u64, u64)>,
 }
 
 /// Sampled wait calls on a lock from one stack (futile ones included).
@@ -457,7 +454,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         a.pids.insert(s.key.pid);
         *a.by_call.entry((s.key.tid, s.key.nr)).or_default() += ns;
         a.spans
-            .extend(s.spans.iter().map(|&(at, d)| (at, d as f64 * fns)));
+            .extend(s.tally.spans.iter().map(|&(at, d)| (at, d as f64 * fns)));
         let obj = s.key.lock.as_ref().map(object);
         a.lock_waiters.entry(obj).or_default().insert(s.key.tid);
         *a.syscalls.entry(name.clone()).or_default() += ns;

@@ -250,7 +250,12 @@ pub fn render(r: &Report, color: bool) -> String {
 
 /// The width of the terminal on `fd`, if it is one.
 pub fn terminal_width(fd: &impl std::os::fd::AsRawFd) -> Option<usize> {
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
     // SAFETY: TIOCGWINSZ writes one winsize into `ws`, which outlives the call.
     let ok = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) } == 0;
     (ok && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
@@ -268,7 +273,7 @@ pub fn fit(text: &str, width: usize) -> String {
         };
         let mut columns = 0;
         let mut cut = None;
-        let mut chars = body.char_indices().peekable();
+        let mut chars = body.char_indices();
         while let Some((i, c)) = chars.next() {
             if c == '\x1b' {
                 // An escape sequence: through its final letter.

@@ -50,9 +50,6 @@ fn the_site_is_past_the_runtime_and_the_programs_own_wrappers() {
     );
 }
 
-/// Issue 12: a Java lock manager's layers are all lock wrappers; the
-/// outermost program method looked at names the site (an overload calling
-/// itself is not its own wrapper), not the platform's Object.wait.
 /// CI of stop 16 and after: an idle pool's site moved with what C2
 /// inlined (LinkedBlockingQueue.take, ForkJoinPool.managedBlock).
 #[test]
@@ -87,6 +84,9 @@ fn an_idle_pools_site_does_not_move_with_the_platforms_blocking_helpers() {
     }
 }
 
+/// Issue 12: a Java lock manager's layers are all lock wrappers; the
+/// outermost program method looked at names the site (an overload calling
+/// itself is not its own wrapper), not the platform's Object.wait.
 #[test]
 fn a_program_whose_methods_are_all_wrappers_is_named_by_the_outermost() {
     let f = frames(&[
@@ -186,8 +186,8 @@ fn sleep(tid: u32, site: &str, ns: u64, count: u64, ret: i32, by: Option<Waker>)
             ns,
             count,
             samples: count,
+            spans: vec![(1_000_000_000, ns)],
         },
-        spans: vec![(1_000_000_000, ns)],
     }
 }
 
