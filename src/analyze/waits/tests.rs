@@ -434,6 +434,45 @@ fn stages_waking_each_other_on_different_conditions_are_not_turns() {
     assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
 }
 
+/// Waiters parked each on an object of its own and woken by several of
+/// the others take turns, even if they also block a little on one word
+/// they share (CI: a JVM's workers at a safepoint, attached).
+#[test]
+fn waiters_on_parkers_of_their_own_woken_by_the_others_take_turns() {
+    let parker = |t: u32| LockKey::Private {
+        pid: 1,
+        addr: 0x10_000 * u64::from(t),
+    };
+    let mut sleeps: Vec<SleepSample> = vec![];
+    for t in 1..=4u32 {
+        for by in (1..=4).filter(|&b| b != t) {
+            sleeps.push(on_lock(
+                sleep(t, "worker", 100_000_000, 1000, 0, waker(by, true)),
+                parker(t),
+            ));
+        }
+    }
+    let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 400_000_000)).collect();
+    let s = &build_sites(&sleeps, &threads, &[]).sites[0];
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    assert!((s.turns_share - 1.0).abs() < 1e-9);
+    // A shared word holding 5% of the time leaves it so; one holding
+    // half of it makes the objects no longer the waiters' own.
+    let shared = LockKey::Private {
+        pid: 1,
+        addr: 0x99_000,
+    };
+    let with = |ns: u64| {
+        let mut v = sleeps.clone();
+        for t in 1..=4 {
+            v.push(on_lock(sleep(t, "worker", ns, 10, 0, None), shared));
+        }
+        build_sites(&v, &threads, &[]).sites[0].turns_share
+    };
+    assert!(with(15_789_474) > 0.9);
+    assert_eq!(with(300_000_000), 0.0);
+}
+
 /// Issue #10: a lock waited on at a contended site and elsewhere (a GIL's
 /// mutex, re-taken inside the condvar wait and taken around it) is
 /// contention once contended sites hold a fair share of its waiting.
