@@ -231,8 +231,6 @@ struct Window {
     start_mono_ns: u64,
 }
 
-/// Streams and unwinds samples until the target exits, the duration ends
-/// or a signal arrives.
 /// How often the timeline probes the target's totals.
 pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -244,21 +242,49 @@ fn probe(collector: &Collector<'_>, t0: Instant) -> Result<Probe> {
     ))
 }
 
+/// The window's start: the first probe of the target's totals, taken right
+/// after its threads are tracked and before a started command runs, so that
+/// the timeline holds every syscall and switch the counters do.
+struct Start {
+    t0: Instant,
+    /// CLOCK_MONOTONIC at t0, ns.
+    mono_ns: u64,
+    probe: Probe,
+}
+
+impl Start {
+    fn now(collector: &Collector<'_>) -> Result<Start> {
+        let t0 = Instant::now();
+        let mono_ns = monotonic_ns();
+        Ok(Start {
+            t0,
+            mono_ns,
+            probe: probe(collector, t0)?,
+        })
+    }
+}
+
 /// Streams and unwinds samples until the target exits, the duration ends
 /// or a signal arrives, probing the totals for the timeline meanwhile.
+///
+/// `start` is the window's first probe, taken before the target ran.
 fn watch(
     collector: &Collector<'_>,
     target: &Target,
     signals: &mut Signals,
     duration: Option<Duration>,
     unwinding: &mut Unwinding,
+    start: Start,
 ) -> Result<Window> {
-    let t0 = Instant::now();
-    let start_mono_ns = monotonic_ns();
+    let Start {
+        t0,
+        mono_ns: start_mono_ns,
+        probe: first,
+    } = start;
     let mut tally = SampleTally::default();
     let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
     let mut reaped = None;
-    let mut probes = vec![probe(collector, t0)?];
+    let mut probes = vec![first];
     let mut next_probe = t0 + TIMELINE_INTERVAL;
     let end_reason = loop {
         let remaining = duration.map(|d| d.saturating_sub(t0.elapsed()));
@@ -419,6 +445,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         pids.dedup();
         collector.seed_epoll_sizes(&pids);
     }
+    let start = Start::now(&collector)?;
     // A command runs from here; if its exec fails, it has been reaped.
     target.release()?;
     let attach_ns = started.elapsed().as_nanos() as u64;
@@ -443,6 +470,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         &mut signals,
         opts.duration,
         &mut unwinding,
+        start,
     )?;
     phases.mark("profiling");
     handle(collector.stop()?, &mut unwinding, &mut window.tally);

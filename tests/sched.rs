@@ -262,12 +262,9 @@ fn the_timeline_adds_up_to_the_run() {
     assert!(t.buckets.len() >= 2, "{t:?}");
     let syscalls: u64 = t.buckets.iter().map(|b| b.syscalls).sum();
     let switches: u64 = t.buckets.iter().map(|b| b.voluntary_switches).sum();
-    // Every syscall after the first probe, i.e. all but the few before it.
-    assert!(
-        syscalls <= r.summary.syscalls && syscalls + 50 >= r.summary.syscalls,
-        "{syscalls} of {}",
-        r.summary.syscalls
-    );
+    // Every syscall: the first probe is taken before the command runs (CI
+    // once lost 84 made before a first probe taken after it started).
+    assert_eq!(syscalls, r.summary.syscalls);
     // The switches the scheduler hook counted match the threads' own counters.
     let own = r.summary.voluntary_switches;
     assert!(
@@ -388,9 +385,11 @@ fn every_sleep_and_wakeup_is_counted_once_whether_threads_exit_or_outlive_the_pr
                 .map(|w| w.count)
                 .sum();
             assert!(
-                // A few sleeps end with no wake-up of their own (woken
-                // while still switching out); an unflushed total would be
-                // nearly all of them.
+                // A few sleeps end with no wake-up of their own; an
+                // unflushed total would be nearly all of them. A wake-up
+                // that comes before the sleeper's switch-out is its own
+                // (CI once saw 12,790 wake-ups of 15,707 sleeps when such
+                // wake-ups were dropped).
                 woken <= sleeps && woken * 100 >= sleeps * 95,
                 "{extra:?} tid {}: {woken} wake-ups of {sleeps} sleeps",
                 t.tid

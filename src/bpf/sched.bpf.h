@@ -114,6 +114,17 @@ static __always_inline void switched_out(struct kt_task *t, struct task_struct *
 		__sync_fetch_and_add(preempted ? &tot->involuntary_switches : &tot->voluntary_switches, 1);
 	t->off_since_ns = now;
 	t->woken_ns = 0;
+	if (t->early_wake_ns) {
+		/* Woken between going to sleep and this switch-out (the
+		 * scheduler picking the next task): the sleep ends as it
+		 * begins, and its waker is known. Preempted, the wake-up just
+		 * kept it runnable. */
+		if (!preempted && now - t->early_wake_ns <= KT_EARLY_WAKE_MAX_NS)
+			t->woken_ns = now;
+		else
+			t->waker.woken_tid = 0;
+		t->early_wake_ns = 0;
+	}
 	if (preempted)
 		t->off_reason = KT_OFF_PREEMPTED;
 	else if (t->enter_ns)
@@ -129,7 +140,7 @@ static __noinline void switched_in(struct kt_task *t, struct task_struct *next, 
 	bool full = false;
 
 	t->off_cpu_ns += off;
-	if (t->woken_ns > t->off_since_ns && t->woken_ns <= now) {
+	if (t->woken_ns >= t->off_since_ns && t->woken_ns <= now) {
 		sleep = t->woken_ns - t->off_since_ns;
 		runq = now - t->woken_ns;
 	}
@@ -290,9 +301,20 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 	struct kt_wakeup_key *w;
 	__u64 pid_tgid;
 
-	if (!t || !t->off_since_ns || t->woken_ns || t->off_reason == KT_OFF_PREEMPTED)
+	__u64 now;
+
+	if (!t || t->woken_ns)
 		return 0;
-	t->woken_ns = bpf_ktime_get_ns();
+	if (t->off_since_ns ? t->off_reason == KT_OFF_PREEMPTED : t->early_wake_ns != 0)
+		return 0;
+	now = bpf_ktime_get_ns();
+	/* Not yet switched out: it has gone to sleep (the wake-up would not
+	 * fire otherwise) and the scheduler has still to switch away from it.
+	 * On a busy machine that is a good share of futex hand-overs. */
+	if (t->off_since_ns)
+		t->woken_ns = now;
+	else
+		t->early_wake_ns = now;
 	cur = bpf_get_current_task_btf();
 	pid_tgid = bpf_get_current_pid_tgid();
 	w = &t->waker;
@@ -301,7 +323,7 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 	w->woken_pid = p->tgid;
 	w->woken_tid = p->pid;
 	w->waker_nr = KT_NOT_IN_SYSCALL;
-	if (in_timer(t->woken_ns)) {
+	if (in_timer(now)) {
 		w->waker_pid = 0;
 		w->waker_tid = 0;
 		w->waker_flags = KT_WAKER_KTHREAD;

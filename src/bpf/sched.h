@@ -16,6 +16,12 @@ enum kt_off_reason {
 	KT_OFF_RUNQ = 4,      /* woken, waiting on a run queue to run again */
 };
 
+/* A wake-up that comes after a thread went to sleep and before its
+ * switch-out ends the sleep that switch-out begins, if the switch-out comes
+ * within this (the scheduler picking the next task takes microseconds). An
+ * older one belongs to a sleep that never happened. */
+#define KT_EARLY_WAKE_MAX_NS 1000000ULL
+
 struct kt_offcpu_key {
 	__u32 pid;
 	__u32 tid;

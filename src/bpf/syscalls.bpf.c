@@ -409,6 +409,7 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 		__sync_fetch_and_add(&tot->syscalls, 1);
 	t->nr = nr;
 	t->lock_op = KT_LOCK_OP_NONE;
+	t->early_wake_ns = 0;
 	/* read, write, pread64, pwrite64, sendto, recvfrom: length in rdx. */
 	t->req_bytes = nr <= 1 || nr == 17 || nr == 18 || nr == 44 || nr == 45 ? regs->dx : 0;
 	if (nr == KT_NR_SCHED_YIELD)
@@ -506,6 +507,8 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 	now = bpf_ktime_get_ns();
 	delta_ns = now - t->enter_ns;
 	t->enter_ns = 0;
+	/* A wake-up that came before a switch-out which never happened. */
+	t->early_wake_ns = 0;
 	nr = t->nr;
 	st = bpf_map_lookup_elem(&kt_syscalls, &nr);
 	if (!st)

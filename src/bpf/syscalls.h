@@ -81,6 +81,9 @@ struct kt_task {
 	struct kt_time_count off_pend;
 	struct kt_wakeup_key wake_key;
 	struct kt_time_count wake_pend;
+	/* When a wake-up came while the thread was still on its way off the
+	 * CPU (0: none): `waker` holds it until the switch-out it ends. */
+	__u64 early_wake_ns;
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */
