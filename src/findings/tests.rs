@@ -757,6 +757,57 @@ fn wait_bottleneck_thresholds() {
     assert!(!fired(rule, &once));
 }
 
+/// A pipeline as pigz runs it behind a slow pipe: a reader feeds two
+/// compressors, which wake a writer as often as the reader wakes them and
+/// the reader when a buffer frees. The compressors only hand on what the
+/// reader gave them: the waiting goes back to the reader.
+#[test]
+fn waiting_passes_up_a_pipeline_to_the_stage_that_waits_for_nothing_in_it() {
+    let ns = |share: f64| (share * WALL as f64) as u64;
+    let mut r = base();
+    r.wakeups = vec![
+        wakeup(1, 10, "futex", ns(0.35)),
+        wakeup(1, 11, "futex", ns(0.35)),
+        wakeup(10, 20, "futex", ns(0.45)),
+        wakeup(11, 20, "futex", ns(0.45)),
+        wakeup(10, 1, "futex", ns(0.15)),
+        wakeup(11, 1, "futex", ns(0.15)),
+    ];
+    // The reader's own wake-ups end 0.7 s of 1.9 s: under the threshold.
+    let ended = |tid: u32| -> u64 {
+        r.wakeups
+            .iter()
+            .filter(|w| w.waker_tid == tid)
+            .map(|w| w.wait_ns)
+            .sum()
+    };
+    let direct = ended(1) as f64 / (ended(1) + ended(10) + ended(11)) as f64;
+    assert!(direct < wait_bottleneck::MIN_SHARE_OF_ENDED_WAIT, "{direct}");
+    let all = wait_bottleneck::check(&r);
+    assert_eq!(all.len(), 1, "{all:?}");
+    let f = &all[0];
+    assert_eq!(f.culprit.name, "t1 (tid 1)");
+    // 0.54 once passed up: the compressors wait 35% of the run for it.
+    let share = f.evidence[0].value;
+    assert!(share > 0.5 && share < 0.6, "{f:?}");
+    assert!(
+        f.title.contains("or with the threads it feeds"),
+        "{}",
+        f.title
+    );
+    // With no one feeding the compressors, they are the stages that pace
+    // the writer, and nothing passes on.
+    r.wakeups.retain(|w| w.waker_tid != 1);
+    let all = wait_bottleneck::check(&r);
+    assert_eq!(all.len(), 2, "{all:?}");
+    for f in &all {
+        assert!((f.evidence[0].value - 0.5).abs() < 1e-9, "{f:?}");
+        assert!(!f.title.contains("feeds"), "{}", f.title);
+    }
+    let f = &wait_bottleneck::check(&bottleneck(0.9, 4, 3.0))[0];
+    assert!(!f.title.contains("feeds"), "{}", f.title);
+}
+
 #[test]
 fn a_quiet_report_has_no_findings_and_findings_rank_by_severity() {
     assert!(analyse(&base()).is_empty());

@@ -10,6 +10,14 @@
 //! handed work again and again (an idle pool woken once at start-up, a
 //! join or a supervisor paces nothing). A waker outside the
 //! target (a client, a feeding process) is its I/O, not its bottleneck.
+//!
+//! Waiting passes up a pipeline: a stage that itself waits for work from
+//! an earlier one can hand on work no faster than it gets it. So a waker's
+//! ended waiting is its own only for the share of the run it does not wait
+//! for other threads' work; the rest goes to the threads that end its own
+//! waits, in proportion, until it settles at the stages that wait for
+//! nothing in the target (pigz's reader behind a pipe, not the compressors
+//! it feeds, though they wake the writer as often as it wakes them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,6 +40,9 @@ pub const MIN_WAKES_PER_CONSUMER: u64 = 10;
 /// hands out work on a schedule (a dispatcher, a heartbeat), and the threads
 /// it wakes are an idle pool, not a pipeline it holds back.
 pub const MAX_TIMER_SLEEP_SHARE: f64 = 0.5;
+/// Times waiting is passed up the wait-for graph: a pipeline's stages
+/// settle within a few.
+const PASSES: usize = 8;
 /// CPUs left idle while they wait (of the CPUs the target may use, or its
 /// threads if fewer): a pipeline whose stages keep every CPU busy is paced
 /// by its work, not by a waiting producer.
@@ -64,6 +75,9 @@ fn consumers(r: &Report) -> Option<BTreeSet<u32>> {
 #[derive(Default)]
 struct Waker<'a> {
     comm: &'a str,
+    /// Waiting its own wake-ups ended.
+    ended_ns: f64,
+    /// The waiting that traces back to it, through the threads it feeds.
     wait_ns: f64,
     woken: BTreeSet<u32>,
     /// (wake-ups, frames) of its sampled stacks.
@@ -134,25 +148,61 @@ fn timer_sleep_ns(r: &Report, tid: u32) -> f64 {
     sleeping.max(timed_out)
 }
 
+/// Each waker's ended waiting, passed up the wait-for graph `edges` (see
+/// the module's doc): a thread keeps the share of it that matches the share
+/// of the run it does not itself wait for a waker in the graph, and hands
+/// the rest to its wakers in proportion to the waiting they ended for it.
+/// The total is kept.
+fn traced_ns(edges: &[&WakeupReport], wall_ns: f64) -> BTreeMap<u32, f64> {
+    let mut waited_ns: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut traced: BTreeMap<u32, f64> = BTreeMap::new();
+    for w in edges {
+        *waited_ns.entry(w.woken_tid).or_default() += w.wait_ns as f64;
+        *traced.entry(w.waker_tid).or_default() += w.wait_ns as f64;
+    }
+    for _ in 0..PASSES {
+        let mut next: BTreeMap<u32, f64> = BTreeMap::new();
+        for (&tid, &ns) in &traced {
+            let waited = waited_ns.get(&tid).copied().unwrap_or(0.0);
+            let passed = ns * clamp01(ratio(waited, wall_ns));
+            *next.entry(tid).or_default() += ns - passed;
+            if passed <= 0.0 {
+                continue;
+            }
+            for w in edges.iter().filter(|w| w.woken_tid == tid) {
+                *next.entry(w.waker_tid).or_default() += passed * w.wait_ns as f64 / waited;
+            }
+        }
+        traced = next;
+    }
+    traced
+}
+
 pub fn check(r: &Report) -> Vec<Finding> {
     let mut wakers: BTreeMap<u32, Waker> = BTreeMap::new();
     let mut total = 0.0;
     let consumers = consumers(r);
     let consumer = |tid: u32| consumers.as_ref().is_none_or(|c| c.contains(&tid));
-    for w in r
+    let edges: Vec<&WakeupReport> = r
         .wakeups
         .iter()
         .filter(|w| counts(w) && consumer(w.woken_tid))
-    {
+        .collect();
+    for w in &edges {
         total += w.wait_ns as f64;
         let k = wakers.entry(w.waker_tid).or_default();
         k.comm = &w.waker_comm;
-        k.wait_ns += w.wait_ns as f64;
+        k.ended_ns += w.wait_ns as f64;
         k.woken.insert(w.woken_tid);
         for s in &w.waker_stacks {
             if k.top_stack.is_none_or(|t| s.count > t.0) {
                 k.top_stack = Some((s.count, &s.frames));
             }
+        }
+    }
+    for (tid, traced) in traced_ns(&edges, wall_ns(r)) {
+        if let Some(k) = wakers.get_mut(&tid) {
+            k.wait_ns = traced;
         }
     }
     wakers
@@ -164,9 +214,14 @@ pub fn check(r: &Report) -> Vec<Finding> {
             Draft {
                 id: ID,
                 title: format!(
-                    "{} (tid {tid}) ends {:.0}% of the others' waiting: they wait on it",
+                    "{} (tid {tid}) paces the others: {:.0}% of their waiting ends with it{}",
                     k.comm,
-                    ratio(k.wait_ns, total) * 100.0
+                    ratio(k.wait_ns, total) * 100.0,
+                    if k.wait_ns > k.ended_ns * 1.05 {
+                        " or with the threads it feeds"
+                    } else {
+                        ""
+                    }
                 ),
                 severity: ratio(k.wait_ns, wall_ns(r) * threads),
                 evidence: vec![
