@@ -44,7 +44,7 @@ const SYMPTOMS: &[&str] = &[sched_oversubscribed::ID];
 /// Rules whose remedy a more specific finding on the same culprit
 /// includes: a read-mostly lock made shared, or a global lock sharded,
 /// stops churning too, and any lock finding says it is contended. They
-/// follow that finding.
+/// follow the last of the specific findings on that culprit.
 const GENERAL: &[&str] = &[lock_handoff_churn::ID, lock_contended_site::ID];
 
 /// Every finding of every rule, causes first, then most at stake first.
@@ -72,7 +72,7 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
     for f in later {
         let at = ranked
             .iter()
-            .position(|g| !general(g) && g.culprit.name == f.culprit.name)
+            .rposition(|g| !general(g) && g.culprit.name == f.culprit.name)
             .map_or(ranked.len(), |i| i + 1);
         ranked.insert(at, f);
     }
