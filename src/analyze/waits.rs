@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::aggregate::ThreadUsage;
+use super::locks::classify::{LockKind, kind_of_stack};
 use crate::model::{LockKey, OffCpuCounters, OffReason, Waker};
 use crate::names::syscall_name;
 use crate::report::{CountedStack, Release, TimedStack, WaitClass, WaitSite};
@@ -374,6 +375,9 @@ struct SiteAcc {
     woken_by: HashMap<(u32, Option<LockObject>), f64>,
     /// Threads that slept here on each lock object.
     lock_waiters: HashMap<Option<LockObject>, BTreeSet<u32>>,
+    /// Lock objects slept on inside a mutex or rwlock's lock call: whoever
+    /// wakes a sleeper there is releasing it, so has held it.
+    held_objects: BTreeSet<LockObject>,
     woken_ns: f64,
     /// Time asleep here per (thread, syscall).
     by_call: HashMap<(u32, u32), f64>,
@@ -457,6 +461,11 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             .extend(s.tally.spans.iter().map(|&(at, d)| (at, d as f64 * fns)));
         let obj = s.key.lock.as_ref().map(object);
         a.lock_waiters.entry(obj).or_default().insert(s.key.tid);
+        if let Some(o) = obj
+            && kind_of_stack(&s.frames).is_some_and(LockKind::is_held)
+        {
+            a.held_objects.insert(o);
+        }
         *a.syscalls.entry(name.clone()).or_default() += ns;
         if let Some(k) = s.key.lock {
             a.locks.insert(k);
@@ -661,7 +670,10 @@ fn site_report(
     };
     // Turns: the waker slept here itself, on the same lock object (a
     // pipeline's stages may wait in one function for different conditions
-    // and wake each other without contending).
+    // and wake each other without contending), or it released a mutex the
+    // sleeper waited to take (a holder that never had to wait: in a short
+    // run, one of four threads on a mutex may never sleep on it, and it
+    // ended half the waiting).
     // Where each waiter sleeps on an object of its own (a per-thread parker
     // or semaphore), the object cannot tell a lock from a pipeline: there
     // the wakes among the waiters decide: a lock's holder wakes whichever
@@ -673,6 +685,7 @@ fn site_report(
         .filter(|((w, obj), _)| {
             a.lock_waiters.get(obj).is_some_and(|t| t.contains(w))
                 || (shuffled && a.waiters.contains(w))
+                || obj.is_some_and(|o| a.held_objects.contains(&o))
         })
         .map(|(_, ns)| ns)
         .sum();

@@ -25,6 +25,12 @@ impl LockKind {
         !matches!(self, LockKind::Condvar | LockKind::ThreadJoin)
     }
 
+    /// Whether a thread that wakes its waiters is releasing it, so has held
+    /// it: a lock, not a semaphore or condition that anyone may post.
+    pub fn is_held(self) -> bool {
+        matches!(self, LockKind::Mutex | LockKind::Rwlock | LockKind::PiMutex)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Mutex => "mutex",

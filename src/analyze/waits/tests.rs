@@ -180,7 +180,10 @@ fn sleep(tid: u32, site: &str, ns: u64, count: u64, ret: i32, by: Option<Waker>)
             ret,
             waker: by,
         },
-        frames: frames(&["__lll_lock_wait (libc.so.6)", &format!("{site} (a.c:1)")]),
+        frames: frames(&[
+            "__futex_abstimed_wait_common (libc.so.6)",
+            &format!("{site} (a.c:1)"),
+        ]),
         runtime: 1,
         tally: SleepTally {
             ns,
@@ -506,4 +509,43 @@ fn a_lock_is_contention_when_contended_sites_hold_a_share_of_its_waiting() {
     assert_eq!(with(20_000_000), WaitClass::Contention);
     // 4 x 10 ms of 220 ms: 18%.
     assert_ne!(with(10_000_000), WaitClass::Contention);
+}
+
+/// CI (tests/html.rs): in a short run, one of four threads on a mutex
+/// never had to sleep on it, and its unlocks ended half the others'
+/// waiting. A thread that wakes a mutex's sleepers is releasing it: it
+/// takes turns, it does not hand out work. The same wakes on a condition
+/// variable are a producer's.
+#[test]
+fn a_mutex_holder_that_never_slept_on_it_takes_turns() {
+    let mutex = LockKey::Private {
+        pid: 1,
+        addr: 0x5000,
+    };
+    let in_lock = |mut s: SleepSample, wait: &str| {
+        s.frames = frames(&[wait, "hot_worker (a.c:1)"]);
+        on_lock(s, mutex)
+    };
+    let build = |wait: &str| {
+        let mut sleeps: Vec<SleepSample> = vec![];
+        for t in 2..=4u32 {
+            let other = if t == 4 { 2 } else { t + 1 };
+            sleeps.push(in_lock(
+                sleep(t, "hot_worker", 60_000_000, 300, 0, waker(1, true)),
+                wait,
+            ));
+            sleeps.push(in_lock(
+                sleep(t, "hot_worker", 40_000_000, 200, 0, waker(other, true)),
+                wait,
+            ));
+        }
+        let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 400_000_000)).collect();
+        build_sites(&sleeps, &threads, &[]).sites[0].clone()
+    };
+    let s = build("__lll_lock_wait (lowlevellock.c:49)");
+    assert!((s.turns_share - 1.0).abs() < 1e-9, "{s:?}");
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    let s = build("___pthread_cond_wait (pthread_cond_wait.c:618)");
+    assert!((s.turns_share - 0.4).abs() < 1e-9, "{s:?}");
+    assert_eq!(s.class, WaitClass::WaitingForWork, "{:?}", s.evidence);
 }
