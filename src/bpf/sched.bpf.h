@@ -299,9 +299,7 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 	struct kt_task *t = bpf_task_storage_get(&kt_tasks, p, 0, 0), *wt;
 	struct task_struct *cur;
 	struct kt_wakeup_key *w;
-	__u64 pid_tgid;
-
-	__u64 now;
+	__u64 pid_tgid, now;
 
 	if (!t || t->woken_ns)
 		return 0;
