@@ -172,6 +172,10 @@ pub struct Inputs<'a> {
     pub duration_ns: u64,
 }
 
+/// Between a VM stub's name and the method it called, in the name of a
+/// site in the VM's code (`Interpreter calling java.lang.Object.wait`).
+pub const VM_CALLING: &str = " calling ";
+
 /// The site a stack waits at: (function, wrappers innermost first), from
 /// the first own frame past the runtime's; wrappers are own frames whose
 /// name has one of `wrapper_words`.
@@ -248,7 +252,21 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
     }
     if program_wrappers > 0 {
         via.truncate(program_wrappers);
-    } else if let Some((site, at)) = platform.or(first_stub).or(last_platform) {
+    } else if let Some((site, at)) = platform {
+        via.truncate(at);
+        return (site, via);
+    } else if let Some((stub, at)) = first_stub {
+        // VM code running methods it does not name (the interpreter): the
+        // platform method it called tells its waits apart, so that an idle
+        // thread's Object.wait and a worker's lock, both interpreted before
+        // the JIT compiled them, are not one site.
+        via.truncate(at);
+        let site = match via.last() {
+            Some(called) => format!("{stub}{VM_CALLING}{called}"),
+            None => stub,
+        };
+        return (site, via);
+    } else if let Some((site, at)) = last_platform {
         via.truncate(at);
         return (site, via);
     }

@@ -281,9 +281,14 @@ pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
 /// stub) rather than by a method or a function.
 fn named_by_vm_code(s: &WaitSite) -> bool {
     use crate::stacks::{frame::jit_kind, jit::JitKind};
+    let stub = s
+        .function
+        .split(crate::analyze::waits::VM_CALLING)
+        .next()
+        .unwrap_or_default();
     s.stacks
         .first()
-        .and_then(|st| st.frames.iter().find(|f| function(f) == s.function))
+        .and_then(|st| st.frames.iter().find(|f| function(f) == stub))
         .is_some_and(|f| jit_kind(f) == Some(JitKind::Stub))
 }
 

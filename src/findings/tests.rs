@@ -748,6 +748,18 @@ fn wait_bottleneck_thresholds() {
     assert!(fired(rule, &pool(WaitClass::WaitingForWork)));
     assert!(!fired(rule, &pool(WaitClass::StartupTeardown)));
     assert!(!fired(rule, &pool(WaitClass::IoOrPeer)));
+    // Threads that mostly queue on a lock and once waited for work are no
+    // consumers (CI: PostgreSQL backends on a hot row that also waited a
+    // little in heap_fetch, and one backend "paced" the others).
+    let mostly_queued = |queued: f64| {
+        let mut r = pool(WaitClass::WaitingForWork);
+        let mut q = site("ProcSleep", 4, queued, &[], "signal");
+        q.waiter_tids = (10..14).collect();
+        r.waits.push(q);
+        r
+    };
+    assert!(fired(rule, &mostly_queued(0.5)));
+    assert!(!fired(rule, &mostly_queued(50.0)));
     // Woken fewer times each than a producer hands out work (an idle pool
     // started once).
     let mut once = bottleneck(0.9, 4, 3.0);

@@ -5,9 +5,11 @@
 //!
 //! Wake-ups by exits (joins) and by the kernel (timers, interrupts) are left
 //! out: those waits end on time or at the end, not on another thread's work.
-//! So are wake-ups of threads that are not consumers: only threads whose
-//! wait site is classed waiting for work count, and each must have been
-//! handed work again and again (an idle pool woken once at start-up, a
+//! So are wake-ups of threads that are not consumers: only the waiting of
+//! threads at sites classed waiting for work counts (a thread's wake-ups in
+//! the share of its waiting it spends there: a database backend queued on
+//! a row lock that once waited for a page is no consumer), and each must
+//! have been handed work again and again (an idle pool woken once at start-up, a
 //! join or a supervisor paces nothing). A waker outside the
 //! target (a client, a feeding process) is its I/O, not its bottleneck.
 //!
@@ -57,19 +59,37 @@ fn counts(w: &WakeupReport) -> bool {
         && w.count >= MIN_WAKES_PER_CONSUMER
 }
 
-/// Threads that wait for work; None for a report
-/// with no wait sites (written before kerntax had them): every thread.
-fn consumers(r: &Report) -> Option<BTreeSet<u32>> {
+/// Each thread's share of its waiting spent at sites classed waiting for
+/// work (a site's time split evenly among its waiters); None for a report
+/// with no wait sites (written before kerntax had them): all of it.
+fn consumer_shares(r: &Report) -> Option<BTreeMap<u32, f64>> {
     if r.waits.is_empty() {
         return None;
     }
+    // tid -> (waiting for work, all waiting), ns.
+    let mut by: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
+    for s in &r.waits {
+        let each = s.wait_ns as f64 / s.waiter_tids.len().max(1) as f64;
+        for tid in &s.waiter_tids {
+            let e = by.entry(*tid).or_default();
+            e.1 += each;
+            if s.class == WaitClass::WaitingForWork {
+                e.0 += each;
+            }
+        }
+    }
     Some(
-        r.waits
-            .iter()
-            .filter(|s| s.class == WaitClass::WaitingForWork)
-            .flat_map(|s| s.waiter_tids.iter().copied())
+        by.into_iter()
+            .map(|(tid, (work, all))| (tid, ratio(work, all)))
             .collect(),
     )
+}
+
+/// A wake-up of a consumer: who woke whom, and the waiting for work it
+/// ended.
+struct Edge<'a> {
+    wakeup: &'a WakeupReport,
+    wait_ns: f64,
 }
 
 #[derive(Default)]
@@ -153,12 +173,12 @@ fn timer_sleep_ns(r: &Report, tid: u32) -> f64 {
 /// of the run it does not itself wait for a waker in the graph, and hands
 /// the rest to its wakers in proportion to the waiting they ended for it.
 /// The total is kept.
-fn traced_ns(edges: &[&WakeupReport], wall_ns: f64) -> BTreeMap<u32, f64> {
+fn traced_ns(edges: &[Edge<'_>], wall_ns: f64) -> BTreeMap<u32, f64> {
     let mut waited_ns: BTreeMap<u32, f64> = BTreeMap::new();
     let mut traced: BTreeMap<u32, f64> = BTreeMap::new();
-    for w in edges {
-        *waited_ns.entry(w.woken_tid).or_default() += w.wait_ns as f64;
-        *traced.entry(w.waker_tid).or_default() += w.wait_ns as f64;
+    for e in edges {
+        *waited_ns.entry(e.wakeup.woken_tid).or_default() += e.wait_ns;
+        *traced.entry(e.wakeup.waker_tid).or_default() += e.wait_ns;
     }
     for _ in 0..PASSES {
         let mut next: BTreeMap<u32, f64> = BTreeMap::new();
@@ -169,8 +189,8 @@ fn traced_ns(edges: &[&WakeupReport], wall_ns: f64) -> BTreeMap<u32, f64> {
             if passed <= 0.0 {
                 continue;
             }
-            for w in edges.iter().filter(|w| w.woken_tid == tid) {
-                *next.entry(w.waker_tid).or_default() += passed * w.wait_ns as f64 / waited;
+            for e in edges.iter().filter(|e| e.wakeup.woken_tid == tid) {
+                *next.entry(e.wakeup.waker_tid).or_default() += passed * e.wait_ns / waited;
             }
         }
         traced = next;
@@ -181,19 +201,33 @@ fn traced_ns(edges: &[&WakeupReport], wall_ns: f64) -> BTreeMap<u32, f64> {
 pub fn check(r: &Report) -> Vec<Finding> {
     let mut wakers: BTreeMap<u32, Waker> = BTreeMap::new();
     let mut total = 0.0;
-    let consumers = consumers(r);
-    let consumer = |tid: u32| consumers.as_ref().is_none_or(|c| c.contains(&tid));
-    let edges: Vec<&WakeupReport> = r
+    let shares = consumer_shares(r);
+    let share = |tid: u32| {
+        shares
+            .as_ref()
+            .map_or(1.0, |s| s.get(&tid).copied().unwrap_or(0.0))
+    };
+    let edges: Vec<Edge<'_>> = r
         .wakeups
         .iter()
-        .filter(|w| counts(w) && consumer(w.woken_tid))
+        .filter(|w| counts(w))
+        .map(|w| Edge {
+            wakeup: w,
+            wait_ns: w.wait_ns as f64 * share(w.woken_tid),
+        })
+        .filter(|e| e.wait_ns > 0.0)
         .collect();
-    for w in &edges {
-        total += w.wait_ns as f64;
+    for e in &edges {
+        let w = e.wakeup;
+        total += e.wait_ns;
         let k = wakers.entry(w.waker_tid).or_default();
         k.comm = &w.waker_comm;
-        k.ended_ns += w.wait_ns as f64;
-        k.woken.insert(w.woken_tid);
+        k.ended_ns += e.wait_ns;
+        // A thread that mostly waits for something else is not one it
+        // hands work to.
+        if share(w.woken_tid) >= 0.5 {
+            k.woken.insert(w.woken_tid);
+        }
         for s in &w.waker_stacks {
             if k.top_stack.is_none_or(|t| s.count > t.0) {
                 k.top_stack = Some((s.count, &s.frames));

@@ -549,3 +549,48 @@ fn a_mutex_holder_that_never_slept_on_it_takes_turns() {
     assert!((s.turns_share - 0.4).abs() < 1e-9, "{s:?}");
     assert_eq!(s.class, WaitClass::WaitingForWork, "{:?}", s.evidence);
 }
+
+/// CI (tests/java.rs): an idle thread's Object.wait and a worker's lock,
+/// both in interpreted code before the JIT compiled it, were one site
+/// named "Interpreter", which the workers made contention and the idle
+/// threads' 15 s made the first finding. The platform method the
+/// interpreter called tells them apart.
+#[test]
+fn interpreted_waits_are_told_apart_by_the_method_the_interpreter_called() {
+    let tail = [
+        "Interpreter (jit)",
+        "Interpreter (jit)",
+        "JavaCalls::call_helper(JavaValue*, methodHandle const&, JavaCallArguments*, JavaThread*) (libjvm.so)",
+        "thread_native_entry(Thread*) (libjvm.so)",
+        "start_thread (pthread_create.c:442)",
+    ];
+    let idle: Vec<&str> = [
+        "___pthread_cond_wait (pthread_cond_wait.c:618)",
+        "os::PlatformEvent::park() (libjvm.so)",
+        "ObjectMonitor::wait(long, bool, JavaThread*) (libjvm.so)",
+        "JVM_MonitorWait (libjvm.so)",
+        "java.lang.Object.wait (jit)",
+    ]
+    .into_iter()
+    .chain(tail)
+    .collect();
+    let lock: Vec<&str> = [
+        "___pthread_cond_wait (pthread_cond_wait.c:618)",
+        "Parker::park(bool, long) (libjvm.so)",
+        "Unsafe_Park (libjvm.so)",
+        "jdk.internal.misc.Unsafe.park (jit)",
+        "java.util.concurrent.locks.LockSupport.park (jit)",
+        "java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire (jit)",
+    ]
+    .into_iter()
+    .chain(tail)
+    .collect();
+    let (a, _) = site_of(&frames(&idle), 1, WAIT_WORDS);
+    let (b, via) = site_of(&frames(&lock), 1, WAIT_WORDS);
+    assert_eq!(a, "Interpreter calling java.lang.Object.wait");
+    assert_eq!(
+        b,
+        "Interpreter calling java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire"
+    );
+    assert_eq!(via[0], "Parker::park(bool, long)");
+}
