@@ -4,6 +4,8 @@
 //! .bss is the anonymous mapping right after the last mapping of a file:
 //! its variables are named with that file's symbols and load bias.
 
+use std::sync::OnceLock;
+
 use crate::model::LockKey;
 use crate::stacks::maps::Mapping;
 use crate::stacks::unwind::Unwinding;
@@ -85,6 +87,39 @@ fn name_private(unwinding: &mut Unwinding, pid: u32, addr: u64) -> LockName {
     name
 }
 
+/// The device of the kernel's internal shared-memory mount, where every
+/// MAP_SHARED|MAP_ANONYMOUS mapping and SysV segment lives, learnt from a
+/// page of kerntax's own. A shared lock there is in shared anonymous
+/// memory even when no process showed the mapping's path while it lived (a
+/// short run whose processes all exited first).
+fn shmem_dev() -> Option<u64> {
+    static DEV: OnceLock<Option<u64>> = OnceLock::new();
+    *DEV.get_or_init(|| {
+        const PAGE: usize = 4096;
+        // SAFETY: a new mapping of its own, never referenced by Rust, and
+        // unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE,
+                libc::PROT_READ,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        let dev = crate::stacks::maps::read(std::process::id())
+            .ok()
+            .and_then(|maps| maps.iter().find(|m| m.start == p as u64).map(|m| m.dev));
+        // SAFETY: the mapping made above, of that length.
+        unsafe { libc::munmap(p, PAGE) };
+        dev
+    })
+}
+
 pub fn name(unwinding: &mut Unwinding, key: &LockKey) -> LockName {
     match *key {
         LockKey::Private { pid, addr } => name_private(unwinding, pid, addr),
@@ -95,10 +130,38 @@ pub fn name(unwinding: &mut Unwinding, key: &LockKey) -> LockName {
                     "[shared anon]".to_string()
                 }
                 Some(p) => file_name(p),
+                None if shmem_dev() == Some(dev) => "[shared anon]".to_string(),
                 None => "[shared]".to_string(),
             }),
             ..Default::default()
         },
         LockKey::SysV { .. } => LockName::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CI (tests/locks.rs): both processes sharing a mutex exited before
+    /// kerntax read a map that showed the mapping's path, and the lock's
+    /// memory read "[shared]".
+    #[test]
+    fn a_shared_lock_on_the_shmem_mount_is_shared_anon_without_a_path() {
+        let dev = shmem_dev().expect("the shared-memory mount's device");
+        let mut unwinding = Unwinding::default();
+        let on = |dev: u64, unwinding: &mut Unwinding| {
+            name(
+                unwinding,
+                &LockKey::Shared {
+                    dev,
+                    ino: 123_456_789,
+                    offset: 0x40,
+                },
+            )
+            .mapping
+        };
+        assert_eq!(on(dev, &mut unwinding).as_deref(), Some("[shared anon]"));
+        assert_eq!(on(dev + 1, &mut unwinding).as_deref(), Some("[shared]"));
     }
 }
