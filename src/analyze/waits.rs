@@ -480,6 +480,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         let obj = s.key.lock.as_ref().map(object);
         a.lock_waiters.entry(obj).or_default().insert(s.key.tid);
         if let Some(o) = obj
+            && !a.held_objects.contains(&o)
             && kind_of_stack(&s.frames).is_some_and(LockKind::is_held)
         {
             a.held_objects.insert(o);

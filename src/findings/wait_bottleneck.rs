@@ -89,6 +89,8 @@ fn consumer_shares(r: &Report) -> Option<BTreeMap<u32, f64>> {
 /// ended.
 struct Edge<'a> {
     wakeup: &'a WakeupReport,
+    /// The woken thread's share of its waiting that is for work.
+    share: f64,
     wait_ns: f64,
 }
 
@@ -211,9 +213,13 @@ pub fn check(r: &Report) -> Vec<Finding> {
         .wakeups
         .iter()
         .filter(|w| counts(w))
-        .map(|w| Edge {
-            wakeup: w,
-            wait_ns: w.wait_ns as f64 * share(w.woken_tid),
+        .map(|w| {
+            let share = share(w.woken_tid);
+            Edge {
+                wakeup: w,
+                share,
+                wait_ns: w.wait_ns as f64 * share,
+            }
         })
         .filter(|e| e.wait_ns > 0.0)
         .collect();
@@ -225,7 +231,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
         k.ended_ns += e.wait_ns;
         // A thread that mostly waits for something else is not one it
         // hands work to.
-        if share(w.woken_tid) >= 0.5 {
+        if e.share >= 0.5 {
             k.woken.insert(w.woken_tid);
         }
         for s in &w.waker_stacks {
