@@ -721,17 +721,33 @@ fn wait_bottleneck_thresholds() {
     // an idle pool paces nothing (a JVM's Thread.sleep is a timed wait the
     // kernel's timer ends).
     let timer = |share: f64| {
-        let mut r = bottleneck(ok.0, ok.1, ok.2);
-        r.wakeups.push(wakeup(
-            6,
+        let mut r = bottleneck(0.9, ok.1, 3.0);
+        let mut w = wakeup(
+            0,
             1,
-            "kernel (swapper/0: timer, interrupt or kernel thread)",
+            "kernel ([timer]: timer, interrupt or kernel thread)",
             (share * WALL as f64) as u64,
-        ));
+        );
+        w.waker_comm = crate::report::TIMER_WAKER.into();
+        w.waker_in_target = false;
+        r.wakeups.push(w);
         r
     };
     assert!(!fired(rule, &timer(MAX_TIMER_SLEEP_SHARE * UP)));
     assert!(fired(rule, &timer(MAX_TIMER_SLEEP_SHARE * DOWN)));
+    // Below that bound, the waiting it ends in the share of the run it
+    // sleeps on a timer is no one's (CI, issue #12: a JVM's VM thread,
+    // asleep half the run on its timed wait, "paced" the GC workers it
+    // wakes at safepoints; 57% of the ended waiting, 28% now).
+    let share = |r: &Report| check(r)[0].evidence[0].value;
+    let eased = share(&timer(0.3));
+    assert!((eased - 0.9 * 0.7).abs() < 1e-6, "{eased}");
+    assert!(!fired(rule, &{
+        let mut r = timer(0.3);
+        // One that ends half the waiting keeps half of it x 0.7.
+        r.wakeups[ok.1 as usize].wait_ns *= 9;
+        r
+    }));
     let f = &check(&bottleneck(0.9, 4, 3.0))[0];
     assert_eq!(f.culprit.name, "t1 (tid 1)");
     assert_eq!(f.culprit.frames[1], "produce1 (a.c:1)");
@@ -802,9 +818,11 @@ fn waiting_passes_up_a_pipeline_to_the_stage_that_waits_for_nothing_in_it() {
     assert_eq!(all.len(), 1, "{all:?}");
     let f = &all[0];
     assert_eq!(f.culprit.name, "t1 (tid 1)");
-    // 0.54 once passed up: the compressors wait 35% of the run for it.
+    // Passed up: the compressors wait 35% of the run for the reader, the
+    // reader 30% for them. What reaches the reader, x = 0.7 + 0.7 (0.6 +
+    // 0.15 x), it keeps 70% of, once: 0.876 s of 1.9 s.
     let share = f.evidence[0].value;
-    assert!(share > 0.5 && share < 0.6, "{f:?}");
+    assert!((share - 0.876 / 1.9).abs() < 0.005, "{f:?}");
     assert!(
         f.title.contains("or with the threads it feeds"),
         "{}",

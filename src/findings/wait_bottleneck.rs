@@ -20,11 +20,17 @@
 //! waits, in proportion, until it settles at the stages that wait for
 //! nothing in the target (pigz's reader behind a pipe, not the compressors
 //! it feeds, though they wake the writer as often as it wakes them).
+//! Likewise a waker that sleeps on a timer hands out work on a schedule:
+//! the waiting it ended in that share of the run is no one's (a JVM's VM
+//! thread wakes the GC workers at safepoints it mostly starts when its
+//! timed wait runs out).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::common::*;
-use crate::report::{Culprit, CulpritKind, Finding, OffCpuReason, Report, WaitClass, WakeupReport};
+use crate::report::{
+    Culprit, CulpritKind, Finding, OffCpuReason, Report, TIMER_WAKER, WaitClass, WakeupReport,
+};
 
 pub const ID: &str = "wait.bottleneck";
 /// The thread's share of all waiting that other threads' wake-ups ended.
@@ -150,8 +156,8 @@ fn own_wait(r: &Report, tid: u32) -> String {
 }
 
 /// Time thread `tid` slept on a timer: in nanosleep and the like, or in
-/// waits the kernel's timer ended (a timed wait that timed out, as a JVM's
-/// Thread.sleep is).
+/// waits a timer's expiry ended (a timed wait that timed out, as a JVM's
+/// Thread.sleep or a dispatcher's timed wait for requests is).
 fn timer_sleep_ns(r: &Report, tid: u32) -> f64 {
     let sleeping: f64 = r
         .offcpu
@@ -164,30 +170,39 @@ fn timer_sleep_ns(r: &Report, tid: u32) -> f64 {
     let timed_out: f64 = r
         .wakeups
         .iter()
-        .filter(|w| w.woken_tid == tid && w.mechanism.starts_with("kernel"))
+        .filter(|w| w.woken_tid == tid && w.waker_comm == TIMER_WAKER)
         .map(|w| w.wait_ns as f64)
         .sum();
     sleeping.max(timed_out)
 }
 
 /// Each waker's ended waiting, passed up the wait-for graph `edges` (see
-/// the module's doc): a thread keeps the share of it that matches the share
-/// of the run it does not itself wait for a waker in the graph, and hands
-/// the rest to its wakers in proportion to the waiting they ended for it.
-/// The total is kept.
-fn traced_ns(edges: &[Edge<'_>], wall_ns: f64) -> BTreeMap<u32, f64> {
+/// the module's doc). Of the waiting that reaches a thread, it keeps the
+/// share of the run it neither waits for a waker in the graph nor sleeps
+/// on a timer (`timer_ns`); it hands the waiting share to its wakers in
+/// proportion to the waiting they ended for it, and the timer's share to
+/// no one: work handed out on a schedule is not held back by the thread
+/// that hands it out. What it keeps stays kept.
+fn traced_ns(
+    edges: &[Edge<'_>],
+    wall_ns: f64,
+    timer_ns: impl Fn(u32) -> f64,
+) -> BTreeMap<u32, f64> {
     let mut waited_ns: BTreeMap<u32, f64> = BTreeMap::new();
-    let mut traced: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut moving: BTreeMap<u32, f64> = BTreeMap::new();
     for e in edges {
         *waited_ns.entry(e.wakeup.woken_tid).or_default() += e.wait_ns;
-        *traced.entry(e.wakeup.waker_tid).or_default() += e.wait_ns;
+        *moving.entry(e.wakeup.waker_tid).or_default() += e.wait_ns;
     }
+    let mut kept: BTreeMap<u32, f64> = BTreeMap::new();
     for _ in 0..PASSES {
         let mut next: BTreeMap<u32, f64> = BTreeMap::new();
-        for (&tid, &ns) in &traced {
+        for (&tid, &ns) in &moving {
             let waited = waited_ns.get(&tid).copied().unwrap_or(0.0);
-            let passed = ns * clamp01(ratio(waited, wall_ns));
-            *next.entry(tid).or_default() += ns - passed;
+            let waiting = clamp01(ratio(waited, wall_ns));
+            let on_timer = clamp01(ratio(timer_ns(tid), wall_ns)).min(1.0 - waiting);
+            *kept.entry(tid).or_default() += ns * (1.0 - waiting - on_timer);
+            let passed = ns * waiting;
             if passed <= 0.0 {
                 continue;
             }
@@ -195,9 +210,13 @@ fn traced_ns(edges: &[Edge<'_>], wall_ns: f64) -> BTreeMap<u32, f64> {
                 *next.entry(e.wakeup.waker_tid).or_default() += passed * e.wait_ns / waited;
             }
         }
-        traced = next;
+        moving = next;
     }
-    traced
+    // What still moves after the last pass (a cycle) stays where it is.
+    for (tid, ns) in moving {
+        *kept.entry(tid).or_default() += ns;
+    }
+    kept
 }
 
 pub fn check(r: &Report) -> Vec<Finding> {
@@ -240,7 +259,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
             }
         }
     }
-    for (tid, traced) in traced_ns(&edges, wall_ns(r)) {
+    for (tid, traced) in traced_ns(&edges, wall_ns(r), |tid| timer_sleep_ns(r, tid)) {
         if let Some(k) = wakers.get_mut(&tid) {
             k.wait_ns = traced;
         }

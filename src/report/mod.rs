@@ -511,10 +511,15 @@ pub struct TimedStack {
     pub estimated: bool,
 }
 
+/// `WakeupReport::waker_comm` of a wake-up by a timer's expiry (a timed
+/// wait that timed out), as the BPF side names it.
+pub const TIMER_WAKER: &str = "[timer]";
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WakeupReport {
     pub waker_pid: u32,
     pub waker_tid: u32,
+    /// The waker's name; `TIMER_WAKER` for a timer.
     pub waker_comm: String,
     /// The waker is part of the profiled target.
     pub waker_in_target: bool,
