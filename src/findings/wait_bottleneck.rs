@@ -179,14 +179,14 @@ fn timer_sleep_ns(r: &Report, tid: u32) -> f64 {
 /// Each waker's ended waiting, passed up the wait-for graph `edges` (see
 /// the module's doc). Of the waiting that reaches a thread, it keeps the
 /// share of the run it neither waits for a waker in the graph nor sleeps
-/// on a timer (`timer_ns`); it hands the waiting share to its wakers in
+/// on a timer (`timer_ns`, by waker); it hands the waiting share to its wakers in
 /// proportion to the waiting they ended for it, and the timer's share to
 /// no one: work handed out on a schedule is not held back by the thread
 /// that hands it out. What it keeps stays kept.
 fn traced_ns(
     edges: &[Edge<'_>],
     wall_ns: f64,
-    timer_ns: impl Fn(u32) -> f64,
+    timer_ns: &BTreeMap<u32, f64>,
 ) -> BTreeMap<u32, f64> {
     let mut waited_ns: BTreeMap<u32, f64> = BTreeMap::new();
     let mut moving: BTreeMap<u32, f64> = BTreeMap::new();
@@ -200,7 +200,8 @@ fn traced_ns(
         for (&tid, &ns) in &moving {
             let waited = waited_ns.get(&tid).copied().unwrap_or(0.0);
             let waiting = clamp01(ratio(waited, wall_ns));
-            let on_timer = clamp01(ratio(timer_ns(tid), wall_ns)).min(1.0 - waiting);
+            let timer = timer_ns.get(&tid).copied().unwrap_or(0.0);
+            let on_timer = clamp01(ratio(timer, wall_ns)).min(1.0 - waiting);
             *kept.entry(tid).or_default() += ns * (1.0 - waiting - on_timer);
             let passed = ns * waiting;
             if passed <= 0.0 {
@@ -259,7 +260,12 @@ pub fn check(r: &Report) -> Vec<Finding> {
             }
         }
     }
-    for (tid, traced) in traced_ns(&edges, wall_ns(r), |tid| timer_sleep_ns(r, tid)) {
+    // Each waker's time asleep on a timer, for the passing and its evidence.
+    let timer_ns: BTreeMap<u32, f64> = wakers
+        .keys()
+        .map(|&tid| (tid, timer_sleep_ns(r, tid)))
+        .collect();
+    for (tid, traced) in traced_ns(&edges, wall_ns(r), &timer_ns) {
         if let Some(k) = wakers.get_mut(&tid) {
             k.wait_ns = traced;
         }
@@ -294,7 +300,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     at_least("idle_cpus", idle_cpus, MIN_IDLE_CPUS),
                     at_most(
                         "timer_sleep_share",
-                        ratio(timer_sleep_ns(r, *tid), wall_ns(r)),
+                        ratio(timer_ns[tid], wall_ns(r)),
                         MAX_TIMER_SLEEP_SHARE,
                     ),
                 ],
