@@ -382,6 +382,7 @@ fn loss(
         sched_map_full: kernel.sched_map_full,
         poll_map_full: kernel.poll_map_full,
         kernel_stack_lost: kernel.kernel_stack_lost,
+        switch_in_unseen: kernel.switch_in_unseen,
         bpf_recursion_misses,
         jit_frames_unnamed: jit.frames_unnamed(),
         jit_stacks_cut: jit.stacks_cut,

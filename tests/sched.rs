@@ -353,6 +353,12 @@ fn every_sleep_and_wakeup_is_counted_once_whether_threads_exit_or_outlive_the_pr
             .filter(|t| t.voluntary_switches >= 1000)
             .collect();
         assert_eq!(busy.len(), 2, "{extra:?}: {:?}", r.threads);
+        // Some kernel builds put a thread back on a CPU without a
+        // sched_switch event for it (issue 19: 6-37 of ~18,000 on one 6.18
+        // build, none on another): the sleep that switch-in ended is not
+        // counted, and `loss.switch_in_unseen` says how many. Any thread's.
+        let unseen = r.loss.switch_in_unseen;
+        assert!(unseen <= 200, "{extra:?}: {unseen} switch-ins unseen");
         for t in busy {
             let off = r.offcpu.iter().find(|o| o.tid == t.tid).unwrap();
             let sleeps: u64 = off
@@ -373,8 +379,8 @@ fn every_sleep_and_wakeup_is_counted_once_whether_threads_exit_or_outlive_the_pr
                 2 + t.voluntary_switches / 100
             };
             assert!(
-                sleeps <= t.voluntary_switches && sleeps + slack >= t.voluntary_switches,
-                "{extra:?} tid {}: {sleeps} sleeps, {} voluntary switches",
+                sleeps <= t.voluntary_switches && sleeps + unseen + slack >= t.voluntary_switches,
+                "{extra:?} tid {}: {sleeps} sleeps, {} voluntary switches, {unseen} switch-ins unseen",
                 t.tid,
                 t.voluntary_switches
             );

@@ -99,6 +99,7 @@ struct kt_kernel_loss {
 	__u64 sched_map_full;        /* off-CPU or wake-up time with no room */
 	__u64 poll_map_full;         /* a poll-family call with no room */
 	__u64 kernel_stack_lost;     /* a CPU sample's kernel stack: not walked or no room */
+	__u64 switch_in_unseen;      /* a thread back on a CPU with no sched_switch for it */
 };
 
 /* Event kinds (kt_event_header.kind); build.rs hands these to Rust. */

@@ -466,6 +466,7 @@ impl<'obj> Collector<'obj> {
             loss.sched_map_full += l.sched_map_full;
             loss.poll_map_full += l.poll_map_full;
             loss.kernel_stack_lost += l.kernel_stack_lost;
+            loss.switch_in_unseen += l.switch_in_unseen;
         }
         Ok(KernelCounters {
             syscalls,

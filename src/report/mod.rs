@@ -738,6 +738,12 @@ pub struct Loss {
     /// CPU samples in the kernel whose kernel stack was lost (map full).
     #[serde(default)]
     pub kernel_stack_lost: u64,
+    /// Threads switched out again with no switch-in reported for them
+    /// since the last time (some kernel builds put a thread back on a CPU
+    /// without a sched_switch event): that off-CPU interval and its sleep
+    /// are not counted.
+    #[serde(default)]
+    pub switch_in_unseen: u64,
     /// Hook runs the kernel skipped because one of kerntax's programs was
     /// already running on that CPU (a syscall, switch or wake-up unseen).
     #[serde(default)]
