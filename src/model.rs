@@ -187,18 +187,29 @@ pub struct Waker {
     pub tracked: bool,
     /// A kernel thread or the idle task (timers, interrupts).
     pub kernel: bool,
+    /// What the waker (of the target) had run since its own last sleep
+    /// ended, as log2 of the nanoseconds plus 1 (0: not known): a thread
+    /// that wakes another right after it was woken passes a wake-up on.
+    pub ran_log2: u8,
 }
 
 impl Waker {
     /// From the BPF form (`kt_waker_ref`): None when no wake-up was seen.
     pub fn from_raw(pid: u32, tid: u32, nr: u32, flags: u32) -> Option<Waker> {
-        (tid != 0 || flags != 0).then_some(Waker {
+        (tid != 0 || flags & 0xff != 0).then_some(Waker {
             pid,
             tid,
             nr: (nr != u32::MAX).then_some(nr),
             tracked: flags & 1 != 0,
+            ran_log2: (flags >> 8) as u8,
             kernel: flags & 2 != 0 || tid == 0,
         })
+    }
+
+    /// At most how long the waker had run since its own last sleep ended
+    /// (None: not known).
+    pub fn ran_at_most_ns(&self) -> Option<u64> {
+        (self.ran_log2 > 0).then(|| 1u64 << self.ran_log2.min(63))
     }
 }
 

@@ -126,7 +126,7 @@ fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally
     unwinding.new_batch();
     for ev in events {
         match ev {
-            Event::Stack(s) => unwinding.push(s, &mut out),
+            Event::Stack(s) => unwinding.push(*s, &mut out),
             Event::Fork { pid, ppid, .. } => unwinding.on_fork(pid, ppid),
             Event::Exec { pid, filename, .. } => unwinding.on_exec(pid, &filename),
             Event::ExitMaps { pid, maps, .. } => unwinding.on_exit_maps(pid, &maps, &mut out),

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::collect::events::CpuSample;
-use crate::model::{LockKey, UnwoundStack, Waker};
+use crate::model::{FrameLoc, LockKey, UnwoundStack, Waker};
 use crate::stacks::unwind::Unwound;
 
 /// A lock's sampled operations from one stack.
@@ -69,12 +69,17 @@ pub struct SampleTally {
     pub offcpu: HashMap<(OffCpuKey, UnwoundStack), (u64, u64)>,
     /// The same sleeps with their outcome and waker, for the wait sites.
     pub sleeps: HashMap<(SleepKey, UnwoundStack), SleepTally>,
-    /// (waker tid, woken tid, stack) -> (wake-ups stood for, samples).
-    pub wakes: HashMap<(u32, u32, UnwoundStack), (u64, u64)>,
+    /// (waker tid, woken tid, what the waker had run since its own last
+    /// sleep as `Waker::ran_log2`, stack) -> (wake-ups stood for, samples).
+    pub wakes: HashMap<(u32, u32, u8, UnwoundStack), (u64, u64)>,
     /// (pid, syscall, stack) -> poll-family calls stood for.
     pub polls: HashMap<(u32, u32, UnwoundStack), PollTally>,
     /// (tid, what the CPU sample saw, user stack) -> samples.
     pub cpu: HashMap<(u32, CpuSample, UnwoundStack), u64>,
+    /// The machine code around on-CPU samples' instructions, by where the
+    /// instruction is (one copy each): from its address minus
+    /// `stacks::code::CODE_BEFORE`.
+    pub code: HashMap<FrameLoc, Vec<u8>>,
     pub count: u64,
 }
 
@@ -114,10 +119,10 @@ impl SampleTally {
                 e.samples += 1;
                 e.spans.push((s.at_ns, s.off_ns));
             }
-            if let Some((_, woken_tid)) = s.woken {
+            if let Some((_, woken_tid, ran_log2)) = s.woken {
                 let e = self
                     .wakes
-                    .entry((s.tid, woken_tid, stack.clone()))
+                    .entry((s.tid, woken_tid, ran_log2, stack.clone()))
                     .or_default();
                 e.0 += s.weight;
                 e.1 += 1;
@@ -130,6 +135,11 @@ impl SampleTally {
                 e.samples += 1;
             }
             if let Some(cpu) = s.cpu {
+                if let (Some(code), Some(at)) = (&s.code, stack.frames.first())
+                    && !self.code.contains_key(at)
+                {
+                    self.code.insert(at.clone(), code.clone());
+                }
                 *self.cpu.entry((s.tid, cpu, stack.clone())).or_default() += 1;
             }
             if s.call {
@@ -148,7 +158,7 @@ impl SampleTally {
             .chain(self.locks.keys().map(|(_, _, s)| s))
             .chain(self.offcpu.keys().map(|(_, s)| s))
             .chain(self.sleeps.keys().map(|(_, s)| s))
-            .chain(self.wakes.keys().map(|(_, _, s)| s))
+            .chain(self.wakes.keys().map(|(_, _, _, s)| s))
             .chain(self.polls.keys().map(|(_, _, s)| s))
             .chain(self.cpu.keys().map(|(_, _, s)| s))
     }

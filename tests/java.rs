@@ -39,6 +39,10 @@ fn classes() -> PathBuf {
 }
 
 fn java_run(mode: &str) -> Profiled {
+    java_run_threads(mode, "4")
+}
+
+fn java_run_threads(mode: &str, threads: &str) -> Profiled {
     let cp = classes();
     let p = run(
         &[],
@@ -48,7 +52,7 @@ fn java_run(mode: &str) -> Profiled {
             cp.to_str().unwrap(),
             "JavaLocks",
             mode,
-            "4",
+            threads,
             "3",
         ],
     );
@@ -255,6 +259,69 @@ fn workers_with_a_lock_each_get_no_lock_or_spin_finding_issue_12() {
             .iter()
             .map(|s| (&s.function, s.class))
             .collect::<Vec<_>>()
+    );
+}
+
+/// Issue 19: a server's request handlers, a ThreadPoolExecutor's 16
+/// threads, idle most of the run in its LinkedBlockingQueue and queued on
+/// one ReentrantLock within each request. The queue's consumers wake one
+/// another by design (a take that leaves items behind signals the next),
+/// which is no contention: the lock in the request path is the finding,
+/// and the idle pool is waiting for work.
+#[test]
+fn request_handlers_queue_on_their_lock_and_their_idle_queue_is_not_contention_issue_19() {
+    if !bpf_available() {
+        return;
+    }
+    let p = java_run_threads("server", "16");
+    let r = &p.report;
+    assert!(printed(&p, "acquisitions") > 5_000);
+    jit_frames_named(r);
+    let handlers = tids_named(r, "pool-");
+    assert_eq!(handlers.len(), 16);
+    let queue = [
+        "java.util.concurrent.LinkedBlockingQueue.take",
+        "java.util.concurrent.ThreadPoolExecutor.getTask",
+    ];
+    let takes: Vec<&WaitSite> = r
+        .waits
+        .iter()
+        .filter(|s| queue.contains(&s.function.as_str()))
+        .collect();
+    assert!(!takes.is_empty(), "{:?}", r.waits);
+    let idle: f64 = takes.iter().map(|s| s.waiting_threads).sum();
+    // The handlers idle in the queue most of the run.
+    assert!(idle > 6.0, "{takes:?}");
+    for s in &takes {
+        assert_eq!(s.class, WaitClass::WaitingForWork, "{s:?}");
+        assert_eq!(s.prior, kerntax::report::WaitPrior::QueueTake, "{s:?}");
+    }
+    // Most of the queue's waiting the handlers passed on to one another.
+    let top = takes.iter().max_by_key(|s| s.wait_ns).unwrap();
+    assert!(top.relay_share > 0.5, "{top:?}");
+    let lock = site(r, "JavaLocks.handleRequest");
+    assert_eq!(lock.class, WaitClass::Contention, "{lock:?}");
+    assert_eq!(
+        lock.prior,
+        kerntax::report::WaitPrior::LockAcquire,
+        "{lock:?}"
+    );
+    assert!(lock.waiters >= 8, "{lock:?}");
+    let f = &r.findings[0];
+    assert!(f.id.starts_with("lock."), "{:?}", r.findings);
+    assert_eq!(
+        f.culprit.name.split(" via ").next(),
+        Some("JavaLocks.handleRequest"),
+        "{:?}",
+        r.findings
+    );
+    assert!(
+        !r.findings
+            .iter()
+            .any(|f| f.id == "wait.bottleneck"
+                || queue.iter().any(|q| f.culprit.name.starts_with(q))),
+        "{:?}",
+        r.findings
     );
 }
 

@@ -1,18 +1,17 @@
-//! On-CPU profile and spinning: from sampled user and kernel stacks to
-//! folded stacks, per-function user/kernel split, and the CPU burned at
-//! spin-wait loops.
+//! On-CPU profile: from sampled user and kernel stacks to folded stacks and
+//! the per-function user/kernel split (spinning is `analyze::spin`'s).
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::analyze::aggregate::ThreadUsage;
-use crate::report::{CpuFunction, CpuProfile, FoldedStack, SpinReport, ThreadYields};
+use crate::model::FrameLoc;
+use crate::report::{CpuFunction, CpuProfile, FoldedStack};
 
 /// Functions and stacks kept.
 const MAX_FUNCTIONS: usize = 50;
 const MAX_FOLDED: usize = 500;
-const MAX_SPIN_STACKS: usize = 10;
 
 /// Symbolized on-CPU samples from one user and kernel stack.
+#[derive(Clone, Debug)]
 pub struct CpuSite {
     pub tid: u32,
     pub in_kernel: bool,
@@ -27,12 +26,14 @@ pub struct CpuSite {
     /// Innermost first; empty for a user-mode sample.
     pub kernel_frames: Vec<String>,
     pub samples: u64,
+    /// Where the user-mode sample's instruction is (its innermost frame).
+    pub at: Option<FrameLoc>,
 }
 
 pub use crate::stacks::frame::function;
 
 /// Outermost first: the user stack, then the kernel stack under it.
-fn folded(site: &CpuSite) -> Vec<String> {
+pub fn folded(site: &CpuSite) -> Vec<String> {
     site.user_frames
         .iter()
         .rev()
@@ -41,7 +42,7 @@ fn folded(site: &CpuSite) -> Vec<String> {
         .collect()
 }
 
-fn fold(sites: impl Iterator<Item = (Vec<String>, u64)>, max: usize) -> Vec<FoldedStack> {
+pub fn fold(sites: impl Iterator<Item = (Vec<String>, u64)>, max: usize) -> Vec<FoldedStack> {
     let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     for (frames, n) in sites {
         *merged.entry(frames).or_default() += n;
@@ -119,95 +120,6 @@ pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
     }
 }
 
-/// A function where at least this share of the user samples in it land
-/// just after a compare-and-swap retries it in a loop: a spin lock that
-/// never pauses (the CAS instruction is the slow one in such a loop, so
-/// the samples gather behind it), not code that makes a CAS now and then.
-pub const MIN_CAS_SHARE: f64 = 0.3;
-/// ... with at least this many such samples,
-pub const MIN_CAS_SAMPLES: u64 = 10;
-/// ... from at least this many threads: spinning is contending.
-pub const MIN_CAS_THREADS: usize = 2;
-
-/// Functions that spin on a compare-and-swap (see MIN_CAS_SHARE).
-fn cas_spinners(sites: &[CpuSite]) -> HashSet<String> {
-    // function -> (samples after a CAS, user samples, threads after a CAS)
-    let mut by_fn: BTreeMap<&str, (u64, u64, HashSet<u32>)> = BTreeMap::new();
-    for s in sites.iter().filter(|s| !s.in_kernel && s.own_code) {
-        let Some(f) = s.user_frames.first() else {
-            continue;
-        };
-        let e = by_fn.entry(function(f)).or_default();
-        e.1 += s.samples;
-        if s.after_cas {
-            e.0 += s.samples;
-            e.2.insert(s.tid);
-        }
-    }
-    by_fn
-        .into_iter()
-        .filter(|(_, (cas, all, threads))| {
-            *cas >= MIN_CAS_SAMPLES
-                && *cas as f64 >= MIN_CAS_SHARE * *all as f64
-                && threads.len() >= MIN_CAS_THREADS
-        })
-        .map(|(f, _)| f.to_string())
-        .collect()
-}
-
-pub fn spin(sites: &[CpuSite], threads: &[ThreadUsage], duration_ns: u64) -> SpinReport {
-    let all: u64 = sites.iter().map(|s| s.samples).sum();
-    let cas = cas_spinners(sites);
-    let cas_spin = |s: &CpuSite| {
-        !s.spinning
-            && s.after_cas
-            && !s.in_kernel
-            && s.user_frames
-                .first()
-                .is_some_and(|f| cas.contains(function(f)))
-    };
-    let spins = |s: &CpuSite| s.spinning || cas_spin(s);
-    let spin_samples: u64 = sites.iter().filter(|s| spins(s)).map(|s| s.samples).sum();
-    let cas_spin_samples: u64 = sites
-        .iter()
-        .filter(|s| cas_spin(s))
-        .map(|s| s.samples)
-        .sum();
-    let mut yields: Vec<ThreadYields> = threads
-        .iter()
-        .filter(|t| t.yields > 0)
-        .map(|t| ThreadYields {
-            tid: t.tid,
-            pid: t.pid,
-            comm: t.comm.clone(),
-            calls: t.yields,
-            calls_per_s: if duration_ns == 0 {
-                0.0
-            } else {
-                t.yields as f64 * 1e9 / duration_ns as f64
-            },
-        })
-        .collect();
-    yields.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.tid.cmp(&b.tid)));
-    SpinReport {
-        spin_samples,
-        cas_spin_samples,
-        spin_share: if all == 0 {
-            0.0
-        } else {
-            spin_samples as f64 / all as f64
-        },
-        spin_stacks: fold(
-            sites
-                .iter()
-                .filter(|s| spins(s))
-                .map(|s| (folded(s), s.samples)),
-            MAX_SPIN_STACKS,
-        ),
-        yields,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +140,7 @@ mod tests {
             user_frames: user.iter().map(|s| s.to_string()).collect(),
             kernel_frames: kernel.iter().map(|s| s.to_string()).collect(),
             samples,
+            at: None,
         }
     }
 
@@ -273,25 +186,5 @@ mod tests {
             p.folded[1].frames.last().map(String::as_str),
             Some("ksys_read [k]")
         );
-        let threads = [ThreadUsage {
-            tid: 5,
-            pid: 5,
-            ppid: 1,
-            comm: "y".into(),
-            user_ns: 0,
-            sys_ns: 0,
-            voluntary_switches: 0,
-            involuntary_switches: 0,
-            yields: 400,
-            exited: true,
-            exit_code: 0,
-        }];
-        let s = spin(&sites, &threads, 2_000_000_000);
-        assert_eq!((s.spin_samples, s.spin_share), (10, 0.1));
-        assert_eq!(
-            s.spin_stacks[0].frames.last().map(String::as_str),
-            Some("spin_lock (a.c:5)")
-        );
-        assert_eq!((s.yields[0].calls, s.yields[0].calls_per_s), (400, 200.0));
     }
 }

@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod locks;
 pub mod polls;
 pub mod sched;
+pub mod spin;
 pub mod timeline;
 pub mod waits;
 
@@ -113,9 +114,10 @@ pub fn run(
             .wakes
             .iter()
             .map(
-                |((waker_tid, woken_tid, stack), &(weight, _))| waits::WakeSample {
+                |((waker_tid, woken_tid, ran_log2, stack), &(weight, _))| waits::WakeSample {
                     waker_tid: *waker_tid,
                     woken_tid: *woken_tid,
+                    waker_ran_log2: *ran_log2,
                     frames: frames(stack),
                     runtime: runtime(stack),
                     weight,
@@ -166,7 +168,7 @@ pub fn run(
         .wakes
         .iter()
         .map(
-            |((waker_tid, woken_tid, stack), &(weight, samples))| WakeSite {
+            |((waker_tid, woken_tid, _, stack), &(weight, samples))| WakeSite {
                 waker_tid: *waker_tid,
                 woken_tid: *woken_tid,
                 frames: frames(stack),
@@ -191,6 +193,9 @@ pub fn run(
                 .and_then(|id| kernel_stacks.frames.get(&id).cloned())
                 .unwrap_or_default(),
             samples,
+            at: (!c.in_kernel)
+                .then(|| stack.frames.first().cloned())
+                .flatten(),
         })
         .collect();
     Analyses {
@@ -232,7 +237,7 @@ pub fn run(
         blockers: sched::blockers(&wakeups),
         wakeups,
         cpu_samples: cpu::profile(&cpu_sites, cpu_hz),
-        spin: cpu::spin(&cpu_sites, threads, duration_ns),
+        spin: spin::spin(&cpu_sites, &tally.code, threads, duration_ns),
         unresolved_frames: symbols.unresolved + kernel_stacks.unresolved,
     }
 }

@@ -12,6 +12,10 @@
  * JIT compiles an AtomicBoolean spin lock) has no such mark; a sample just
  * after a LOCK CMPXCHG is flagged, and user space decides from where the
  * flagged samples gather whether threads spin there (analyze/cpu.rs).
+ *
+ * A busy-wait with plain loads (a flag polled until another thread sets
+ * it) has neither: every user-mode sample carries the code around its
+ * instruction, and user space decodes the loop it sits in (stacks/code.rs).
  */
 #ifndef KT_CPU_BPF_H
 #define KT_CPU_BPF_H
@@ -138,6 +142,8 @@ int kt_cpu_sample(struct kt_perf_event_ctx *ctx)
 			smp.flags |= KT_SAMPLE_SPIN;
 		else if (cas_before(ip))
 			smp.flags |= KT_SAMPLE_CAS;
+		if (bpf_probe_read_user(smp.extra, sizeof(smp.extra), (void *)(ip - KT_CODE_BEFORE)) == 0)
+			smp.flags |= KT_SAMPLE_CODE;
 	}
 	kt_sample_stack(&smp);
 	return 0;

@@ -178,7 +178,12 @@ static __noinline void switched_in(struct kt_task *t, struct task_struct *next, 
 		t->last_waker.pid = t->waker.waker_pid;
 		t->last_waker.tid = t->waker.waker_tid;
 		t->last_waker.nr = t->waker.waker_nr;
-		t->last_waker.flags = t->waker.waker_flags;
+		t->last_waker.flags = t->waker.waker_flags |
+				      ((t->waker_ran_log2 & 0xff) << KT_WAKER_RAN_SHIFT);
+	}
+	if (t->off_reason != KT_OFF_PREEMPTED) {
+		t->sleep_end_in_ns = now;
+		t->sleep_end_off_ns = t->off_cpu_ns;
 	}
 	if (full)
 		count_loss(sched_map_full);
@@ -209,7 +214,7 @@ int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_stru
 /* Samples the stack of a tracked waker inside a syscall, per CPU: every
  * wake-up until KT_SAMPLE_SHIFT's count, then ~64 per doubling of the
  * wake-ups seen. */
-static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_key *w)
+static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_key *w, __u32 ran_log2)
 {
 	struct kt_sampler *sm = sampler();
 	struct kt_stack_sample smp = { .nr = w->waker_nr, .flags = KT_SAMPLE_WAKE };
@@ -227,6 +232,8 @@ static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_ke
 	smp.weight = sm->wake_gap + 1;
 	smp.woken_pid = w->woken_pid;
 	smp.woken_tid = w->woken_tid;
+	/* What the waker had run since its own last sleep, as for the woken. */
+	smp.waker.flags = (ran_log2 & 0xff) << KT_WAKER_RAN_SHIFT;
 	sm->wake_gap = next_gap(sm->wakes_seen);
 	sm->wake_countdown = sm->wake_gap;
 	set_user_regs(&smp, (struct pt_regs *)bpf_task_pt_regs(cur));
@@ -315,6 +322,7 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 	if (t->off_since_ns ? t->off_reason == KT_OFF_PREEMPTED : t->early_wake_ns != 0)
 		return 0;
 	now = bpf_ktime_get_ns();
+	t->waker_ran_log2 = 0;
 	/* Not yet switched out: it has gone to sleep (the wake-up would not
 	 * fire otherwise) and the scheduler has still to switch away from it.
 	 * On a busy machine that is a good share of futex hand-overs. */
@@ -343,10 +351,15 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 	if (!wt)
 		return 0;
 	w->waker_flags |= KT_WAKER_TRACKED;
+	if (wt->sleep_end_in_ns && now >= wt->sleep_end_in_ns) {
+		__u64 wall = now - wt->sleep_end_in_ns, off = wt->off_cpu_ns - wt->sleep_end_off_ns;
+
+		t->waker_ran_log2 = log2_u64(wall > off ? wall - off : 0) + 1;
+	}
 	if (!wt->enter_ns)
 		return 0;
 	w->waker_nr = wt->nr;
-	sample_waker(cur, w);
+	sample_waker(cur, w, t->waker_ran_log2);
 	return 0;
 }
 

@@ -58,5 +58,8 @@ struct kt_waker_ref {
 
 #define KT_WAKER_TRACKED 1  /* the waker is part of the target */
 #define KT_WAKER_KTHREAD 2  /* a kernel thread (or the idle task: timers) */
+/* kt_waker_ref.flags bits 8-15: log2 of the CPU time the waker had run since
+ * its own last sleep ended, plus 1 (0: not known). */
+#define KT_WAKER_RAN_SHIFT 8
 
 #endif

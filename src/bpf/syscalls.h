@@ -84,6 +84,16 @@ struct kt_task {
 	/* When a wake-up came while the thread was still on its way off the
 	 * CPU (0: none): `waker` holds it until the switch-out it ends. */
 	__u64 early_wake_ns;
+	/* When its last sleep ended (switched in after it), and its off_cpu_ns
+	 * then: what it has run since, when it wakes someone, says whether it
+	 * passes on a wake-up it just got (a queue's consumers) or hands over
+	 * what it worked on (a lock's holder). */
+	__u64 sleep_end_in_ns;
+	__u64 sleep_end_off_ns;
+	/* For the wake-up under way: log2 of what its waker had run since its
+	 * own last sleep, plus 1 (0: not known). */
+	__u32 waker_ran_log2;
+	__u32 _pad4;
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */
@@ -130,6 +140,14 @@ struct kt_event_header {
 #define KT_SAMPLE_SPIN 128  /* ... at a spin-wait (PAUSE) loop in user code */
 #define KT_SAMPLE_NO_USER 256 /* no user stack: exiting, or its image replaced by execve */
 #define KT_SAMPLE_CAS 512   /* ... next to a LOCK CMPXCHG in user code (a CAS loop?) */
+#define KT_SAMPLE_CODE 1024 /* ... extra holds the code from ip - KT_CODE_BEFORE */
+#define KT_SAMPLE_PATH 2048 /* a file syscall's call: extra holds its path (NUL-ended) */
+
+/* Bytes a sample carries beside the stack: the machine code around an
+ * on-CPU sample's instruction (user space looks for a busy-wait loop in
+ * it), or a file syscall's path. */
+#define KT_EXTRA_BYTES 96
+#define KT_CODE_BEFORE 64
 
 /* A sampled user stack and what it stands for (KT_SAMPLE_* roles): taken at
  * a syscall's entry (calls), its exit (lock operations, sleep), or a wake. */
@@ -154,6 +172,7 @@ struct kt_stack_sample {
 	__u64 bp;
 	__u32 stack_len;
 	__u32 _pad2;
+	__u8 extra[KT_EXTRA_BYTES]; /* KT_SAMPLE_CODE or KT_SAMPLE_PATH */
 };
 
 /* Per-CPU running totals of the target, read at every timeline interval. */

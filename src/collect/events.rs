@@ -62,9 +62,10 @@ pub struct StackSample {
     pub lock_key: Option<LockKey>,
     /// The syscall's return value, for samples taken at its exit.
     pub ret: i32,
-    /// Role: stands for `weight` wake-ups of this (pid, tid) by the sampled
-    /// thread.
-    pub woken: Option<(u32, u32)>,
+    /// Role: stands for `weight` wake-ups by the sampled thread of
+    /// (woken pid, woken tid, what the waker had run since its
+    /// own last sleep, as `Waker::ran_log2`).
+    pub woken: Option<(u32, u32, u8)>,
     /// A poll-family call: (fds passed, fds ready).
     pub poll: Option<(u32, u32)>,
     /// Role: one on-CPU sample.
@@ -77,6 +78,9 @@ pub struct StackSample {
     /// Taken with no user stack to read (the thread exiting, or its image
     /// replaced by execve): not a loss, and no user frames to show.
     pub no_user_stack: bool,
+    /// An on-CPU sample in user code: the machine code from its instruction
+    /// minus `stacks::code::CODE_BEFORE`.
+    pub code: Option<Vec<u8>>,
 }
 
 /// What an on-CPU sample saw besides the user stack.
@@ -103,7 +107,7 @@ impl StackSample {
 
 #[derive(Clone, Debug)]
 pub enum Event {
-    Stack(StackSample),
+    Stack(Box<StackSample>),
     /// A new process joined the target tree.
     Fork {
         pid: u32,
@@ -181,7 +185,7 @@ impl Event {
                 let head = size_of::<types::kt_stack_sample>();
                 let ev: &types::kt_stack_sample = plain::from_bytes(data.get(..head)?).ok()?;
                 let stack = data.get(head..head + ev.stack_len as usize)?;
-                Some(Event::Stack(StackSample {
+                Some(Event::Stack(Box::new(StackSample {
                     pid: ev.hdr.pid,
                     tid: ev.hdr.tid,
                     nr: ev.nr,
@@ -206,7 +210,11 @@ impl Event {
                     at_ns: ev.at_ns,
                     ret: ev.ret,
                     lock_key: lock_key(&ev.lock.lock),
-                    woken: (ev.flags & KT_SAMPLE_WAKE != 0).then_some((ev.woken_pid, ev.woken_tid)),
+                    woken: (ev.flags & KT_SAMPLE_WAKE != 0).then_some((
+                        ev.woken_pid,
+                        ev.woken_tid,
+                        (ev.waker.flags >> 8) as u8,
+                    )),
                     poll: (ev.flags & KT_SAMPLE_POLL != 0).then_some((ev.poll_fds, ev.poll_ready)),
                     cpu: (ev.flags & KT_SAMPLE_CPU != 0).then_some(CpuSample {
                         kernel_stack: (ev.kstack_id >= 0).then_some(ev.kstack_id),
@@ -219,7 +227,8 @@ impl Event {
                     bp: ev.bp,
                     stack: stack.to_vec(),
                     no_user_stack: ev.flags & KT_SAMPLE_NO_USER != 0,
-                }))
+                    code: (ev.flags & KT_SAMPLE_CODE != 0).then(|| ev.extra.to_vec()),
+                })))
             }
             KT_EV_FORK | KT_EV_EXEC => {
                 let ev: &types::kt_proc_event = plain::from_bytes(data).ok()?;

@@ -170,7 +170,15 @@ pub fn caller(frames: &[String]) -> Option<&str> {
 fn is_runtime(function: &str) -> bool {
     let f = function.trim_start_matches('_');
     [
-        "futex", "lll_", "pthread_", "GI_", "sem", "syscall", "libc_", "clock",
+        "futex",
+        "lll_",
+        "pthread_",
+        "GI_",
+        "sem",
+        "syscall",
+        "libc_",
+        "clock",
+        "sched_yield",
     ]
     .iter()
     .any(|p| f.starts_with(p))

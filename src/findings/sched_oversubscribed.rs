@@ -2,6 +2,12 @@
 //! their off-CPU time waiting for a CPU rather than for anything they asked
 //! for, and are switched out against their will: each switch costs cache
 //! warmth, and a preempted lock holder makes everyone behind it wait.
+//!
+//! Judged on CPUs and threads, not a switch rate: the threads that want to
+//! run (those running, the CPUs used, and those waiting for a CPU) outnumber
+//! the CPUs the target may use, and waiting for a CPU is most of their time
+//! off it. Time slicing alone switches CPU-bound threads a few hundred
+//! times a second, spinners fewer: a rate says nothing of how many wait.
 
 use super::common::*;
 use crate::report::{Culprit, CulpritKind, Finding, OffCpuReason, Report};
@@ -9,10 +15,9 @@ use crate::report::{Culprit, CulpritKind, Finding, OffCpuReason, Report};
 pub const ID: &str = "sched.oversubscribed";
 /// Threads waiting for a CPU, on average over the run.
 pub const MIN_RUNQUEUE_THREADS: f64 = 1.0;
-/// Involuntary context switches per second, all threads. A CPU-bound
-/// thread sharing a CPU is preempted a few hundred times a second by time
-/// slicing alone; more means wake-ups keep preempting.
-pub const MIN_INVOLUNTARY_PER_S: f64 = 2_000.0;
+/// Threads that want to run (CPUs used plus threads waiting for one) per
+/// CPU the target may use: above one, the target alone oversubscribes them.
+pub const MIN_RUNNABLE_PER_CPU: f64 = 1.0;
 /// Share of all off-CPU time spent runnable but not running.
 pub const MIN_INVOLUNTARY_SHARE: f64 = 0.5;
 
@@ -35,21 +40,18 @@ pub fn check(r: &Report) -> Vec<Finding> {
     }
     let runqueue = ratio(involuntary_ns, wall_ns(r));
     let threads = r.threads.len().max(1) as f64;
+    let cpus = f64::from(r.summary.cpus.max(1));
+    let runnable = r.summary.cpus_used + runqueue;
     let comm = r.processes.first().map_or("?", |p| p.comm.as_str());
     Draft {
         id: ID,
         title: format!(
-            "{:.1} threads on average wait for a CPU: more runnable threads than CPUs",
-            runqueue
+            "{runqueue:.1} threads on average wait for a CPU: {runnable:.1} threads want to run on {cpus:.0} CPUs"
         ),
         severity: ratio(involuntary_ns, wall_ns(r) * threads),
         evidence: vec![
             at_least("runqueue_threads", runqueue, MIN_RUNQUEUE_THREADS),
-            at_least(
-                "involuntary_switches_per_s",
-                r.summary.involuntary_switches_per_s,
-                MIN_INVOLUNTARY_PER_S,
-            ),
+            at_least("runnable_per_cpu", runnable / cpus, MIN_RUNNABLE_PER_CPU),
             at_least(
                 "involuntary_share_of_offcpu",
                 ratio(involuntary_ns, offcpu_ns),

@@ -432,8 +432,9 @@ fn poll_low_readiness_thresholds() {
 
 // sched.oversubscribed
 
-fn crowded(runqueue: f64, involuntary_per_s: f64, involuntary_share: f64) -> Report {
+fn crowded(runqueue: f64, cpus_used: f64, involuntary_share: f64) -> Report {
     let mut r = base();
+    r.summary.cpus_used = cpus_used;
     let inv = (runqueue * WALL as f64) as u64;
     let other = (inv as f64 * (1.0 - involuntary_share) / involuntary_share) as u64;
     let reason = |reason, ns| OffCpuReasonReport {
@@ -454,7 +455,6 @@ fn crowded(runqueue: f64, involuntary_per_s: f64, involuntary_share: f64) -> Rep
             reason(OffCpuReason::Lock, other),
         ],
     }];
-    r.summary.involuntary_switches_per_s = involuntary_per_s;
     r
 }
 
@@ -462,19 +462,23 @@ fn crowded(runqueue: f64, involuntary_per_s: f64, involuntary_share: f64) -> Rep
 fn oversubscribed_thresholds() {
     use sched_oversubscribed::*;
     let rule: Rule = check;
+    // base() gives the target 2 CPUs: with 1.01 threads waiting, the
+    // CPUs used must be over 0.99 for 2 to want to run.
+    let cpus = 2.0;
     let ok = (
         MIN_RUNQUEUE_THREADS * UP,
-        MIN_INVOLUNTARY_PER_S * UP,
+        MIN_RUNNABLE_PER_CPU * cpus * UP - MIN_RUNQUEUE_THREADS * UP,
         MIN_INVOLUNTARY_SHARE * UP,
     );
     assert!(fired(rule, &crowded(ok.0, ok.1, ok.2)));
     assert!(!fired(
         rule,
-        &crowded(MIN_RUNQUEUE_THREADS * DOWN, ok.1, ok.2)
+        &crowded(MIN_RUNQUEUE_THREADS * DOWN, 2.0, ok.2)
     ));
+    // Threads waiting for CPUs that others use: not the target's doing.
     assert!(!fired(
         rule,
-        &crowded(ok.0, MIN_INVOLUNTARY_PER_S * DOWN, ok.2)
+        &crowded(ok.0, MIN_RUNNABLE_PER_CPU * cpus * DOWN - ok.0, ok.2)
     ));
     assert!(!fired(
         rule,
@@ -485,19 +489,43 @@ fn oversubscribed_thresholds() {
 // spin.waste
 
 pub(crate) fn spinning(share: f64, samples: u64, yields_per_s: f64) -> Report {
+    spinning_in(&[("spin_lock", "pause", share, samples)], yields_per_s)
+}
+
+/// A report whose threads spin in `loops` (function, kind, share, samples)
+/// and call sched_yield `yields_per_s` times a second from yield_loop.
+pub(crate) fn spinning_in(loops: &[(&str, &str, f64, u64)], yields_per_s: f64) -> Report {
     let mut r = base();
+    let stack = |f: &str| {
+        vec![
+            "main (a.c:1)".to_string(),
+            format!("{f} (a.c:9)"),
+            "cpu_relax (a.c:3)".to_string(),
+        ]
+    };
     r.spin = SpinReport {
-        spin_samples: samples,
+        spin_samples: loops.iter().map(|l| l.3).sum(),
         cas_spin_samples: 0,
-        spin_share: share,
-        spin_stacks: vec![FoldedStack {
-            frames: vec![
-                "main (a.c:1)".into(),
-                "spin_lock (a.c:9)".into(),
-                "cpu_relax (a.c:3)".into(),
-            ],
-            count: samples,
-        }],
+        load_spin_samples: 0,
+        spin_share: loops.iter().map(|l| l.2).sum(),
+        spin_stacks: loops
+            .iter()
+            .map(|l| FoldedStack {
+                frames: stack(l.0),
+                count: l.3,
+            })
+            .collect(),
+        loops: loops
+            .iter()
+            .map(|&(f, kind, share, samples)| SpinLoop {
+                function: f.into(),
+                kind: kind.into(),
+                samples,
+                share,
+                threads: 4,
+                frames: stack(f),
+            })
+            .collect(),
         yields: vec![ThreadYields {
             tid: 101,
             pid: 100,
@@ -506,6 +534,33 @@ pub(crate) fn spinning(share: f64, samples: u64, yields_per_s: f64) -> Report {
             calls_per_s: yields_per_s,
         }],
     };
+    if yields_per_s > 0.0 {
+        let calls = yields_per_s as u64;
+        r.summary.syscalls += calls;
+        r.syscalls.push(SyscallReport {
+            name: "sched_yield".into(),
+            nr: 24,
+            calls,
+            errors: 0,
+            errnos: Default::default(),
+            total_ns: calls * 200,
+            bytes: 0,
+            bytes_requested: 0,
+            max_ns: 0,
+            hist_log2_ns: vec![],
+            unfinished: 0,
+            callsites: vec![Callsite {
+                frames: vec![
+                    "__sched_yield (syscall-template.S:120)".into(),
+                    "yield_loop (a.c:20)".into(),
+                    "main (a.c:1)".into(),
+                ],
+                calls,
+                calls_estimated: false,
+                samples: 10,
+            }],
+        });
+    }
     r
 }
 
@@ -525,6 +580,25 @@ fn spin_waste_thresholds() {
         "the spinning function, not its PAUSE helper"
     );
     assert_eq!(f.culprit.frames[0], "cpu_relax (a.c:3)", "innermost first");
+    // Each loop is a finding of its own, over MIN_LOOP_SHARE.
+    let two = spinning_in(
+        &[
+            ("spin_a", "pause", 0.3, 30),
+            ("poll_b", "plain-loads", MIN_LOOP_SHARE * UP, 10),
+            ("spin_c", "cas", MIN_LOOP_SHARE * DOWN, 10),
+        ],
+        0.0,
+    );
+    let names: Vec<String> = check(&two).into_iter().map(|f| f.culprit.name).collect();
+    assert_eq!(names, ["spin_a", "poll_b"]);
+    // Issue 19: a spin loop and a yield loop in one run, two findings.
+    let both = spinning_in(&[("spin_a", "pause", 0.3, 30)], MIN_YIELDS_PER_S * 2.0);
+    let names: Vec<String> = check(&both).into_iter().map(|f| f.culprit.name).collect();
+    assert_eq!(names, ["spin_a", "yield_loop"]);
+    // A report from before loops were told apart: its top stack.
+    let mut old = spinning(0.5, 50, 0.0);
+    old.spin.loops.clear();
+    assert_eq!(check(&old)[0].culprit.name, "spin_lock");
 }
 
 // syscall.storm
@@ -852,7 +926,7 @@ fn a_quiet_report_has_no_findings_and_findings_rank_by_severity() {
     assert_eq!(ids, ["syscall.storm", "poll.low-readiness"]);
     assert!(all[0].severity >= all[1].severity);
     // A crowded run queue ranks after the causes, however severe.
-    let mut c = crowded(3.0, 10_000.0, 0.9);
+    let mut c = crowded(3.0, 2.0, 0.9);
     c.polls = r.polls.clone();
     let ids: Vec<String> = analyse(&c).into_iter().map(|f| f.id).collect();
     assert_eq!(ids, ["poll.low-readiness", "sched.oversubscribed"]);

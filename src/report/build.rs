@@ -425,6 +425,7 @@ pub(crate) mod tests {
                 "80% of the woken waiting was ended by threads that wait here too: they take turns"
                     .into(),
             ],
+            prior: crate::report::WaitPrior::LockAcquire,
             waits: 1_000,
             futile: 4_000,
             timed_out: 0,
@@ -441,6 +442,7 @@ pub(crate) mod tests {
             syscalls: [("futex".to_string(), 100_000_000)].into(),
             lock_words: 1,
             turns_share: 0.8,
+            relay_share: 0.0,
             releases: vec![Release {
                 mechanism: "futex".into(),
                 site: Some("Cache::release(int)".into()),

@@ -253,6 +253,7 @@ pub struct Callsite {
 }
 
 pub use crate::analyze::locks::classify::LockKind;
+pub use crate::analyze::waits::prior::WaitPrior;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockReport {
@@ -361,6 +362,9 @@ pub enum WaitClass {
     Timer,
     /// Threads parked once until the run's start or end (joins, start-up).
     StartupTeardown,
+    /// Giving the CPU up and taking it straight back (sched_yield): a
+    /// busy-wait, never I/O.
+    Spin,
 }
 
 impl WaitClass {
@@ -371,6 +375,7 @@ impl WaitClass {
             WaitClass::IoOrPeer => "I/O or peer",
             WaitClass::Timer => "timer",
             WaitClass::StartupTeardown => "start-up/teardown",
+            WaitClass::Spin => "spinning",
         }
     }
 }
@@ -386,6 +391,10 @@ pub struct WaitSite {
     pub class: WaitClass,
     /// The evidence that decided the class, in words with figures.
     pub evidence: Vec<String>,
+    /// What the standard runtime's frames say the threads do here (a lock
+    /// acquisition, a condition wait, ...): the prior the evidence weighs.
+    #[serde(default)]
+    pub prior: WaitPrior,
     /// Sleeps (estimated from samples scaled to the exact per-thread counts).
     pub waits: u64,
     /// Wait calls that returned at once because the lock word had changed
@@ -426,6 +435,11 @@ pub struct WaitSite {
     /// wrapper elsewhere: a pipeline's stages wait in one `wait_for` for
     /// different things and wake each other without contending.)
     pub turns_share: f64,
+    /// Share of the woken waiting passed on by waiters just woken
+    /// themselves, from their own wait path (a queue's consumers signalling
+    /// the next): relays, which hand over nothing held and are not turns.
+    #[serde(default)]
+    pub relay_share: f64,
     /// Who ended the waits, and how, most waiting ended first.
     pub releases: Vec<Release>,
     /// Where the threads waited, most time first.
@@ -629,12 +643,36 @@ pub struct SpinReport {
     /// Of those, the samples at a compare-and-swap loop with no PAUSE.
     #[serde(default)]
     pub cas_spin_samples: u64,
+    /// Of those, the samples in a busy-wait loop of plain loads (no PAUSE,
+    /// no CAS, no syscall: a flag polled until another thread sets it).
+    #[serde(default)]
+    pub load_spin_samples: u64,
+    /// Each spin loop, by the function it spins in, most samples first.
+    #[serde(default)]
+    pub loops: Vec<SpinLoop>,
     /// Their share of all on-CPU samples of the target, 0..1.
     pub spin_share: f64,
     /// Where it spun, most samples first.
     pub spin_stacks: Vec<FoldedStack>,
     /// sched_yield calls by thread, most first (threads that made some).
     pub yields: Vec<ThreadYields>,
+}
+
+/// One busy-wait loop: the function it spins in and how.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpinLoop {
+    pub function: String,
+    /// How it spins: `pause` (a PAUSE in the loop), `cas` (a
+    /// compare-and-swap retried at once) or `plain-loads` (loads and
+    /// compares only).
+    pub kind: String,
+    pub samples: u64,
+    /// Its share of all on-CPU samples of the target, 0..1.
+    pub share: f64,
+    /// Threads sampled spinning there.
+    pub threads: u32,
+    /// Its top stack, outermost first.
+    pub frames: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

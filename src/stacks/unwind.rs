@@ -225,10 +225,24 @@ impl Unwinding {
         self.procs.remove(&pid);
         self.forked_from.remove(&pid);
         self.learn(pid);
-        if let Ok(meta) = std::fs::metadata(filename) {
+        // A command run by a relative path: the exec names it relative to
+        // the process's working directory, and a mapping's path must be
+        // absolute to be opened (issue 19: `kerntax run -- ./prog` named no
+        // frame of prog once it had exited).
+        let path = if filename.starts_with('/') {
+            filename.to_string()
+        } else {
+            std::fs::canonicalize(std::path::Path::new(&format!("/proc/{pid}/cwd")).join(filename))
+                .or_else(|_| std::fs::canonicalize(filename))
+                .map_or_else(
+                    |_| filename.to_string(),
+                    |p| p.to_string_lossy().into_owned(),
+                )
+        };
+        if let Ok(meta) = std::fs::metadata(&path) {
             self.paths
                 .entry((maps_dev(meta.dev()), meta.ino()))
-                .or_insert_with(|| filename.to_string());
+                .or_insert(path);
         }
     }
 

@@ -1,4 +1,7 @@
+use super::acc::{Outcome, outcome};
 use super::*;
+use crate::model::OffReason;
+use crate::stacks::frame::short_function;
 
 fn frames(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -163,6 +166,7 @@ fn waker(tid: u32, tracked: bool) -> Option<Waker> {
         nr: Some(futex()),
         tracked,
         kernel: false,
+        ran_log2: 0,
     })
 }
 
@@ -261,10 +265,34 @@ fn threads_that_wake_each_other_at_one_site_are_contention_whatever_the_words() 
     let s = &build_sites(&stray, &threads, &[]).sites[0];
     assert_eq!(s.releases[0].wakers, 5);
     assert!(s.releases[0].from_waiters, "{:?}", s.releases);
-    // The same, idle between waits: not contention.
+    // The same, idle between waits (asleep in epoll_wait the rest of the
+    // run, where no sample caught them): not contention.
     let idle: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 1_000_000)).collect();
+    let epoll = crate::names::syscall_nr("epoll_wait").unwrap();
+    let asleep: Vec<OffCpuCounters> = (1..=4)
+        .flat_map(|t| {
+            [
+                off(
+                    t,
+                    OffReason::Syscall {
+                        nr: futex(),
+                        lock: None,
+                    },
+                    200_000_000,
+                ),
+                off(
+                    t,
+                    OffReason::Syscall {
+                        nr: epoll,
+                        lock: None,
+                    },
+                    700_000_000,
+                ),
+            ]
+        })
+        .collect();
     assert_ne!(
-        build_sites(&sleeps, &idle, &[]).sites[0].class,
+        build_with_offcpu(&sleeps, &idle, &[], &asleep).sites[0].class,
         WaitClass::Contention
     );
 }

@@ -1,0 +1,368 @@
+//! Spinning: the CPU burned at busy-wait loops, however they spin — at a
+//! PAUSE (marked in BPF), on a compare-and-swap retried at once (samples
+//! gathered just after a LOCK CMPXCHG, from several threads), or with plain
+//! loads (the loop's code decoded: loads, compares and a branch, nothing
+//! else; `stacks::code`) — each loop apart by the function it spins in,
+//! and the sched_yield calls per thread.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::aggregate::ThreadUsage;
+use super::cpu::{CpuSite, fold, folded, function};
+use crate::model::FrameLoc;
+use crate::report::{SpinLoop, SpinReport, ThreadYields};
+use crate::stacks::code::{CODE_BEFORE, CodeBytes, MAX_LOOP_BYTES, plain_load_loop};
+
+const MAX_SPIN_STACKS: usize = 10;
+
+/// A function where at least this share of the user samples in it land
+/// just after a compare-and-swap retries it in a loop: a spin lock that
+/// never pauses (the CAS instruction is the slow one in such a loop, so
+/// the samples gather behind it), not code that makes a CAS now and then.
+pub const MIN_CAS_SHARE: f64 = 0.3;
+/// ... with at least this many such samples,
+pub const MIN_CAS_SAMPLES: u64 = 10;
+/// ... from at least this many threads: spinning is contending.
+pub const MIN_CAS_THREADS: usize = 2;
+/// Samples in a short window of code, fewest, for its loop to be decoded:
+/// fewer say too little either way.
+pub const MIN_LOOP_SAMPLES: u64 = 10;
+
+/// Functions that spin on a compare-and-swap (see MIN_CAS_SHARE).
+fn cas_spinners(sites: &[CpuSite]) -> HashSet<String> {
+    // function -> (samples after a CAS, user samples, threads after a CAS)
+    let mut by_fn: BTreeMap<&str, (u64, u64, HashSet<u32>)> = BTreeMap::new();
+    for s in sites.iter().filter(|s| !s.in_kernel && s.own_code) {
+        let Some(f) = s.user_frames.first() else {
+            continue;
+        };
+        let e = by_fn.entry(function(f)).or_default();
+        e.1 += s.samples;
+        if s.after_cas {
+            e.0 += s.samples;
+            e.2.insert(s.tid);
+        }
+    }
+    by_fn
+        .into_iter()
+        .filter(|(_, (cas, all, threads))| {
+            *cas >= MIN_CAS_SAMPLES
+                && *cas as f64 >= MIN_CAS_SHARE * *all as f64
+                && threads.len() >= MIN_CAS_THREADS
+        })
+        .map(|(f, _)| f.to_string())
+        .collect()
+}
+
+/// An address space code lives in: a file (its stated addresses), or one
+/// process's JIT code; and an address in it.
+fn space_of(at: &FrameLoc) -> Option<((u8, u64), u64)> {
+    match *at {
+        FrameLoc::InModule { module, svma } => Some(((0, module as u64), svma)),
+        FrameLoc::Jit { pid, addr } => Some(((1, u64::from(pid)), addr)),
+        FrameLoc::Unmapped { .. } => None,
+    }
+}
+
+/// The locations of user-mode samples that sit in a busy-wait loop of
+/// plain loads: per function, the densest MAX_LOOP_BYTES of sampled
+/// instructions, decoded from the code the samples carried.
+fn plain_load_spinning(sites: &[CpuSite], code: &HashMap<FrameLoc, Vec<u8>>) -> HashSet<FrameLoc> {
+    let mut bytes: HashMap<(u8, u64), CodeBytes> = HashMap::new();
+    for (at, b) in code {
+        if let Some((space, addr)) = space_of(at) {
+            bytes
+                .entry(space)
+                .or_default()
+                .add(addr.wrapping_sub(CODE_BEFORE), b);
+        }
+    }
+    // (space, function) -> address -> samples
+    type Space = (u8, u64);
+    let mut groups: BTreeMap<(Space, &str), BTreeMap<u64, u64>> = BTreeMap::new();
+    for s in sites.iter().filter(|s| !s.in_kernel && !s.spinning) {
+        let (Some(at), Some(f)) = (&s.at, s.user_frames.first()) else {
+            continue;
+        };
+        if let Some((space, addr)) = space_of(at) {
+            *groups
+                .entry((space, function(f)))
+                .or_default()
+                .entry(addr)
+                .or_default() += s.samples;
+        }
+    }
+    let mut out = HashSet::new();
+    for ((space, _), ips) in groups {
+        let Some(code) = bytes.get(&space) else {
+            continue;
+        };
+        let addrs: Vec<(u64, u64)> = ips.into_iter().collect();
+        // The densest window of MAX_LOOP_BYTES.
+        let (mut best, mut best_n, mut n, mut j) = ((0, 0), 0, 0, 0);
+        for i in 0..addrs.len() {
+            n += addrs[i].1;
+            while addrs[i].0 - addrs[j].0 > MAX_LOOP_BYTES {
+                n -= addrs[j].1;
+                j += 1;
+            }
+            if n > best_n {
+                best_n = n;
+                best = (j, i);
+            }
+        }
+        if best_n < MIN_LOOP_SAMPLES {
+            continue;
+        }
+        let window: Vec<u64> = addrs[best.0..=best.1].iter().map(|a| a.0).collect();
+        if let Some((start, end)) = plain_load_loop(code, &window) {
+            for s in sites {
+                if let Some(at) = &s.at
+                    && let Some((sp, addr)) = space_of(at)
+                    && sp == space
+                    && (start..end).contains(&addr)
+                {
+                    out.insert(at.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Names of the PAUSE helpers spin loops call (Linux's, Intel's intrinsic,
+/// Rust's, HotSpot's, the JDK's).
+const PAUSE_HELPERS: &[&str] = &[
+    "cpu_relax",
+    "_mm_pause",
+    "spin_loop",
+    "SpinPause",
+    "onSpinWait",
+];
+
+/// The function a spin loop is named by: the spinning one, not a PAUSE
+/// helper it calls.
+fn spinning_function(s: &CpuSite) -> String {
+    s.user_frames
+        .iter()
+        .map(|x| function(x))
+        .find(|x| !PAUSE_HELPERS.iter().any(|h| x.contains(h)))
+        .unwrap_or("[unknown]")
+        .to_string()
+}
+
+pub fn spin(
+    sites: &[CpuSite],
+    code: &HashMap<FrameLoc, Vec<u8>>,
+    threads: &[ThreadUsage],
+    duration_ns: u64,
+) -> SpinReport {
+    let all: u64 = sites.iter().map(|s| s.samples).sum();
+    let cas = cas_spinners(sites);
+    let cas_spin = |s: &CpuSite| {
+        !s.spinning
+            && s.after_cas
+            && !s.in_kernel
+            && s.user_frames
+                .first()
+                .is_some_and(|f| cas.contains(function(f)))
+    };
+    let plain = plain_load_spinning(sites, code);
+    let load_spin = |s: &CpuSite| {
+        !s.spinning
+            && !cas_spin(s)
+            && !s.in_kernel
+            && s.at.as_ref().is_some_and(|a| plain.contains(a))
+    };
+    let kind = |s: &CpuSite| {
+        if s.spinning {
+            Some("pause")
+        } else if cas_spin(s) {
+            Some("cas")
+        } else if load_spin(s) {
+            Some("plain-loads")
+        } else {
+            None
+        }
+    };
+    let spins = |s: &CpuSite| kind(s).is_some();
+    let count = |f: &dyn Fn(&CpuSite) -> bool| -> u64 {
+        sites.iter().filter(|s| f(s)).map(|s| s.samples).sum()
+    };
+    let spin_samples = count(&spins);
+    let share = |n: u64| if all == 0 { 0.0 } else { n as f64 / all as f64 };
+    // Each loop apart: (function, kind) -> (samples, threads, stacks).
+    type Seen = (u64, BTreeSet<u32>, BTreeMap<Vec<String>, u64>);
+    let mut loops: BTreeMap<(String, &str), Seen> = BTreeMap::new();
+    for s in sites {
+        let Some(k) = kind(s) else { continue };
+        let e = loops.entry((spinning_function(s), k)).or_default();
+        e.0 += s.samples;
+        e.1.insert(s.tid);
+        *e.2.entry(folded(s)).or_default() += s.samples;
+    }
+    let mut loops: Vec<SpinLoop> = loops
+        .into_iter()
+        .map(|((function, kind), (samples, threads, stacks))| SpinLoop {
+            function,
+            kind: kind.to_string(),
+            samples,
+            share: share(samples),
+            threads: threads.len() as u32,
+            frames: stacks
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(f, _)| f)
+                .unwrap_or_default(),
+        })
+        .collect();
+    loops.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.function.cmp(&b.function)));
+    let mut yields: Vec<ThreadYields> = threads
+        .iter()
+        .filter(|t| t.yields > 0)
+        .map(|t| ThreadYields {
+            tid: t.tid,
+            pid: t.pid,
+            comm: t.comm.clone(),
+            calls: t.yields,
+            calls_per_s: if duration_ns == 0 {
+                0.0
+            } else {
+                t.yields as f64 * 1e9 / duration_ns as f64
+            },
+        })
+        .collect();
+    yields.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.tid.cmp(&b.tid)));
+    SpinReport {
+        spin_samples,
+        cas_spin_samples: count(&cas_spin),
+        load_spin_samples: count(&load_spin),
+        spin_share: share(spin_samples),
+        spin_stacks: fold(
+            sites
+                .iter()
+                .filter(|s| spins(s))
+                .map(|s| (folded(s), s.samples)),
+            MAX_SPIN_STACKS,
+        ),
+        loops,
+        yields,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(
+        tid: u32,
+        spinning: bool,
+        user: &[&str],
+        samples: u64,
+        at: Option<FrameLoc>,
+    ) -> CpuSite {
+        CpuSite {
+            tid,
+            in_kernel: false,
+            spinning,
+            after_cas: false,
+            own_code: true,
+            user_frames: user.iter().map(|s| s.to_string()).collect(),
+            kernel_frames: vec![],
+            samples,
+            at,
+        }
+    }
+
+    fn thread(tid: u32, yields: u64) -> ThreadUsage {
+        ThreadUsage {
+            tid,
+            pid: 5,
+            ppid: 1,
+            comm: "y".into(),
+            user_ns: 0,
+            sys_ns: 0,
+            voluntary_switches: 0,
+            involuntary_switches: 0,
+            yields,
+            exited: true,
+            exit_code: 0,
+        }
+    }
+
+    #[test]
+    fn pause_loops_and_yields_are_counted_per_loop_and_thread() {
+        let sites = [
+            site(1, false, &["burn (a.c:3)", "main (a.c:9)"], 90, None),
+            site(1, true, &["spin_lock (a.c:5)", "main (a.c:9)"], 10, None),
+        ];
+        let s = spin(&sites, &HashMap::new(), &[thread(5, 400)], 2_000_000_000);
+        assert_eq!((s.spin_samples, s.spin_share), (10, 0.1));
+        assert_eq!(
+            s.spin_stacks[0].frames.last().map(String::as_str),
+            Some("spin_lock (a.c:5)")
+        );
+        assert_eq!(s.loops.len(), 1);
+        assert_eq!(
+            (s.loops[0].function.as_str(), s.loops[0].kind.as_str()),
+            ("spin_lock", "pause")
+        );
+        assert_eq!((s.yields[0].calls, s.yields[0].calls_per_s), (400, 200.0));
+    }
+
+    /// Issue 19: four threads poll a flag with plain loads. The samples
+    /// carry the loop's code: `mov eax, [rip+0x100]; test eax, eax; je`.
+    #[test]
+    fn a_loop_of_plain_loads_is_spinning_and_a_sum_is_not() {
+        let poll = [0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0x85, 0xc0, 0x74, 0xf6];
+        let sum = [
+            0x48, 0x03, 0x07, 0x48, 0x83, 0xc7, 0x08, 0x48, 0x39, 0xf7, 0x75, 0xf4,
+        ];
+        let at = |svma: u64| FrameLoc::InModule { module: 0, svma };
+        let mut code = HashMap::new();
+        let mut sites = vec![];
+        for (base, body, name) in [
+            (0x1000u64, &poll[..], "wait_for_flag"),
+            (0x3000, &sum[..], "checksum"),
+        ] {
+            let mut window = vec![0x90u8; CODE_BEFORE as usize];
+            window.extend_from_slice(body);
+            window.resize(96, 0xc3);
+            // Each instruction of the loop sampled by each of 4 threads.
+            let mut d = iced_x86::Decoder::with_ip(64, body, base, iced_x86::DecoderOptions::NONE);
+            while d.can_decode() {
+                let ip = d.decode().ip();
+                code.insert(at(ip), {
+                    let off = (ip - base) as usize;
+                    let mut w = vec![0x90u8; CODE_BEFORE as usize - off];
+                    w.extend_from_slice(&window[CODE_BEFORE as usize..]);
+                    w.truncate(96);
+                    w
+                });
+                for tid in 1..=4 {
+                    sites.push(site(
+                        tid,
+                        false,
+                        &[&format!("{name} (a.c:1)"), "main (a.c:9)"],
+                        5,
+                        Some(at(ip)),
+                    ));
+                }
+            }
+        }
+        let s = spin(&sites, &code, &[], 1_000_000_000);
+        assert_eq!(s.load_spin_samples, 3 * 4 * 5, "{s:?}");
+        assert_eq!(s.loops.len(), 1, "{:?}", s.loops);
+        assert_eq!(
+            (
+                s.loops[0].function.as_str(),
+                s.loops[0].kind.as_str(),
+                s.loops[0].threads
+            ),
+            ("wait_for_flag", "plain-loads", 4)
+        );
+        // Too few samples in a window: no verdict.
+        let few: Vec<CpuSite> = sites.iter().take(1).cloned().collect();
+        assert_eq!(spin(&few, &code, &[], 1_000_000_000).load_spin_samples, 0);
+    }
+}

@@ -1,0 +1,204 @@
+//! A site's class from its signals, in the order the tests run: the first
+//! that holds wins, and the evidence that decided it is kept in words.
+//!
+//! Contention needs two things: the waiters have work in hand (they run,
+//! or want to, between their waits here, their waits for work elsewhere
+//! left out), and they queue for something one of them holds (turns, not
+//! relays; futile waits; timed waits retried). Without them the site is
+//! what ended its sleeps: producers of the target (waiting for work),
+//! other processes and the kernel (I/O or peer), exits (start-up or
+//! teardown).
+
+use super::acc::SiteAcc;
+use super::prior::WaitPrior;
+use super::signals::{Busy, Handovers};
+use crate::report::WaitClass;
+
+/// Waits that returned at once, as a share of all waits here, above which
+/// the site is a contended lock word.
+pub const MIN_FUTILE_SHARE: f64 = 0.2;
+/// ... and their rate, so a few races make no contention.
+pub const MIN_FUTILE_PER_S: f64 = 100.0;
+/// Share of the woken waiting (relays left out) ended by the waiters
+/// handing over what they held: taking turns.
+pub const MIN_TURNS_SHARE: f64 = 0.5;
+/// Share of sleeps that time out, above which waits that retry are polls
+/// for something (a lock handed over with a timed wait, as a GIL does).
+pub const MIN_TIMEOUT_SHARE: f64 = 0.5;
+/// The waiters' CPU time over the run, under which they idle (said in the
+/// evidence of a site with no other sign).
+pub const MIN_BUSY_SHARE: f64 = 0.05;
+/// The waiters' time running or runnable over their time between waits at
+/// a site (their waits for work elsewhere left out), above which they have
+/// work in hand when they come to wait (the followers of an idle leader
+/// spend that time in its wait for I/O).
+pub const MIN_BUSY_BETWEEN_SHARE: f64 = 0.25;
+/// Share of the woken waiting one kind of waker ended (exits, other
+/// processes and the kernel, producers in the target) that decides the
+/// class when no sign of contention does.
+pub const MIN_RELEASE_SHARE: f64 = 0.5;
+/// Sleeps per waiter at or under which a site only parks threads once
+/// (start-up, teardown, a join).
+pub const MAX_PARKED_WAITS: f64 = 2.0;
+/// ... provided they sleep there at least this share of the run.
+pub const MIN_PARKED_SHARE: f64 = 0.2;
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// The class of a site and the evidence that decided it.
+pub fn classify(a: &SiteAcc, b: Busy, h: &Handovers, wall: f64) -> (WaitClass, Vec<String>) {
+    let waits = a.count.max(1.0);
+    let waiters = a.waiters.len().max(1) as f64;
+    let per_waiter = a.count / waiters;
+    let prior = a.prior();
+    let turns = h.turns_share(a.woken_ns);
+    let relays = h.relay_share(a.woken_ns);
+    let work = b.between_share >= MIN_BUSY_BETWEEN_SHARE;
+    let work_ev = format!(
+        "the waiters run or wait for a CPU {} of their time between waits here (their waits for work elsewhere left out)",
+        pct(b.between_share)
+    );
+    let busy_ev = format!("the waiters run {} of the run", pct(b.run_share));
+    if prior == WaitPrior::Sleep && a.futile == 0.0 {
+        return (
+            WaitClass::Timer,
+            vec!["the threads sleep here on purpose (nanosleep, pause)".into()],
+        );
+    }
+    if prior == WaitPrior::Yield {
+        return (
+            WaitClass::Spin,
+            vec![
+                "the threads give the CPU up in sched_yield and take it straight back: a busy-wait"
+                    .into(),
+            ],
+        );
+    }
+    let futile_share = a.futile / (a.futile + a.count).max(1.0);
+    let futile_rate = a.futile * 1e9 / wall;
+    if futile_share >= MIN_FUTILE_SHARE && futile_rate >= MIN_FUTILE_PER_S {
+        return (
+            WaitClass::Contention,
+            vec![format!(
+                "{} of the waits returned at once ({:.0}/s): the lock word changed under them, \
+                 so several threads were taking it",
+                pct(futile_share),
+                futile_rate
+            )],
+        );
+    }
+    let relay_ev = (relays > 0.0).then(|| {
+        format!(
+            "{} of the woken waiting was passed on by waiters just woken themselves (a signal relayed, nothing held)",
+            pct(relays)
+        )
+    });
+    if turns >= MIN_TURNS_SHARE && work && a.waiters.len() >= 2 {
+        let mut ev = vec![
+            format!(
+                "{} of the woken waiting was ended by threads that wait here too, handing over what they held: they take turns",
+                pct(turns)
+            ),
+            work_ev,
+        ];
+        if prior == WaitPrior::LockAcquire {
+            ev.push("the runtime's frames say they take a lock here".into());
+        }
+        ev.extend(relay_ev);
+        return (WaitClass::Contention, ev);
+    }
+    let timeout_share = a.timed_out / waits;
+    if timeout_share >= MIN_TIMEOUT_SHARE
+        && work
+        && per_waiter > MAX_PARKED_WAITS
+        && a.waiters.len() >= 2
+    {
+        return (
+            WaitClass::Contention,
+            vec![
+                format!(
+                    "{} of the waits time out and the threads wait again ({:.0} waits each)",
+                    pct(timeout_share),
+                    per_waiter
+                ),
+                work_ev,
+            ],
+        );
+    }
+    if per_waiter <= MAX_PARKED_WAITS && a.ns / (wall * waiters) >= MIN_PARKED_SHARE {
+        return (
+            WaitClass::StartupTeardown,
+            vec![format!(
+                "each thread waited here {:.1} times, {} of the run: parked until the start or the end",
+                per_waiter,
+                pct(a.ns / (wall * waiters))
+            )],
+        );
+    }
+    // Who ended the rest: other processes and the kernel are I/O and peers;
+    // threads of the target that did not take turns here hand out work.
+    let mut by_exit = 0.0;
+    let mut outside = 0.0;
+    let mut in_target = 0.0;
+    for (mechanism, r) in &a.releases {
+        if mechanism == "exit" {
+            // A thread's exit ends a join; a child process's, a parent's wait.
+            by_exit += r.ns - r.other_process_ns;
+            outside += r.other_process_ns;
+        } else if !r.in_target {
+            outside += r.ns;
+        } else {
+            in_target += r.ns;
+        }
+    }
+    let woken = a.woken_ns - h.relay_ns;
+    let producer = (in_target - h.relay_ns - turns * woken).max(0.0);
+    let share = |ns: f64| if woken > 0.0 { ns / woken } else { 0.0 };
+    if share(by_exit) >= MIN_RELEASE_SHARE {
+        return (
+            WaitClass::StartupTeardown,
+            vec!["most waits here ended when a thread exited (joins)".into()],
+        );
+    }
+    if share(outside) >= MIN_RELEASE_SHARE {
+        return (
+            WaitClass::IoOrPeer,
+            vec![format!(
+                "{} of the woken waiting was ended by other processes or the kernel (I/O, clients, children, timers)",
+                pct(share(outside))
+            )],
+        );
+    }
+    if share(producer) >= MIN_RELEASE_SHARE {
+        let mut ev = vec![
+            format!(
+                "{} of the woken waiting was ended by threads that do not take turns here: they hand out work",
+                pct(share(producer))
+            ),
+            busy_ev,
+        ];
+        ev.extend(relay_ev);
+        return (WaitClass::WaitingForWork, ev);
+    }
+    let io_syscall = prior == WaitPrior::Io;
+    if io_syscall && a.woken_ns == 0.0 {
+        return (
+            WaitClass::IoOrPeer,
+            vec!["the waits are in I/O calls and nothing in the target ended them".into()],
+        );
+    }
+    if !work {
+        return (
+            WaitClass::WaitingForWork,
+            vec![format!("{work_ev}: they idle"), busy_ev],
+        );
+    }
+    let mut ev = vec![
+        "no sign of contention: no futile waits, no turns taken, no timed-out retries".into(),
+        work_ev,
+    ];
+    ev.extend(relay_ev);
+    (WaitClass::WaitingForWork, ev)
+}
