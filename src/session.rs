@@ -543,6 +543,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         kernel,
         threads,
         sites: analyses.sites,
+        paths: analyses.paths,
         timeline,
         cpu_samples: analyses.cpu_samples,
         spin: analyses.spin,

@@ -9,6 +9,12 @@ use crate::collect::events::CpuSample;
 use crate::model::{FrameLoc, LockKey, UnwoundStack, Waker};
 use crate::stacks::unwind::Unwound;
 
+/// Distinct paths kept per syscall: a storm names a few files; a program
+/// walking a tree names thousands, and they are not kept.
+pub const MAX_PATHS: usize = 64;
+/// Where the calls on paths past MAX_PATHS are counted.
+pub const OTHER_PATHS: &str = "(other paths)";
+
 /// A lock's sampled operations from one stack.
 #[derive(Clone, Debug, Default)]
 pub struct LockTally {
@@ -76,6 +82,9 @@ pub struct SampleTally {
     pub polls: HashMap<(u32, u32, UnwoundStack), PollTally>,
     /// (tid, what the CPU sample saw, user stack) -> samples.
     pub cpu: HashMap<(u32, CpuSample, UnwoundStack), u64>,
+    /// Per file syscall, the paths its sampled calls named, with the calls
+    /// they stand for (at most MAX_PATHS apiece; the rest under OTHER_PATHS).
+    pub paths: HashMap<u32, HashMap<String, u64>>,
     /// The machine code around on-CPU samples' instructions, by where the
     /// instruction is (one copy each): from its address minus
     /// `stacks::code::CODE_BEFORE`.
@@ -141,6 +150,17 @@ impl SampleTally {
                     self.code.insert(at.clone(), code.clone());
                 }
                 *self.cpu.entry((s.tid, cpu, stack.clone())).or_default() += 1;
+            }
+            if s.call
+                && let Some(path) = &s.path
+            {
+                let paths = self.paths.entry(s.nr).or_default();
+                let key = if paths.len() < MAX_PATHS || paths.contains_key(path) {
+                    path.clone()
+                } else {
+                    OTHER_PATHS.to_string()
+                };
+                *paths.entry(key).or_default() += s.weight;
             }
             if s.call {
                 let e = self.sites.entry((s.nr, stack)).or_default();

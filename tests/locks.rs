@@ -142,6 +142,8 @@ fn a_shared_futex_between_two_processes_is_one_lock() {
     if !bpf_available() {
         return;
     }
+    // Each process first blocks once while the other holds the mutex (a
+    // full run of the suite once saw only one of them ever wait).
     let p = run_ok("locks", &["shared", "300"]);
     let shared: Vec<&LockReport> = p
         .report
@@ -154,7 +156,12 @@ fn a_shared_futex_between_two_processes_is_one_lock() {
     assert_eq!(l.kind, LockKind::Mutex);
     assert_eq!(l.pids.len(), 2);
     assert!(l.waits > 0 && l.threads == 2, "{l:?}");
-    assert!(has_frame(&l.waiter_stacks[0].frames, "shared_take"));
+    assert!(
+        l.waiter_stacks
+            .iter()
+            .any(|s| has_frame(&s.frames, "shared_take")),
+        "{l:?}"
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod aggregate;
 pub mod cpu;
 pub mod locks;
 pub mod polls;
+pub mod runtime_locks;
 pub mod sched;
 pub mod spin;
 pub mod timeline;
@@ -32,6 +33,9 @@ use sched::{OffCpuSite, WakeSite};
 /// What the analyses made of the counters and samples, symbolized.
 pub struct Analyses {
     pub sites: Vec<SampledSite>,
+    /// Per file syscall, the paths its sampled calls named, with the calls
+    /// they stand for.
+    pub paths: HashMap<u32, HashMap<String, u64>>,
     pub cpu_samples: CpuProfile,
     pub spin: SpinReport,
     pub polls: Vec<PollReport>,
@@ -43,6 +47,20 @@ pub struct Analyses {
     /// The contended wait sites' sleeps in time (see `timeline::contended`).
     pub contended_spans: Vec<(u64, f64)>,
     pub unresolved_frames: u64,
+}
+
+/// The runtime lock most of a site's waiting is (its stacks by time).
+fn site_runtime_lock(site: &WaitSite, symbol: Option<&str>) -> Option<String> {
+    let mut by: HashMap<&str, u64> = HashMap::new();
+    let mut total = 0;
+    for s in &site.stacks {
+        total += s.ns;
+        if let Some(r) = runtime_locks::identify(&s.frames, symbol) {
+            *by.entry(r.name).or_default() += s.ns;
+        }
+    }
+    let (name, ns) = by.into_iter().max_by_key(|(n, ns)| (*ns, *n))?;
+    (ns * 2 >= total).then(|| name.to_string())
 }
 
 pub fn run(
@@ -153,7 +171,8 @@ pub fn run(
             runtime: runtime(stack),
         })
         .collect();
-    // Each site names the locks waited on there.
+    // Each site names the locks waited on there, and the runtime's
+    // well-known lock its waits are, if they are one.
     let mut sites = waits.sites;
     for (site, keys) in sites.iter_mut().zip(&waits.site_locks) {
         for k in keys {
@@ -163,7 +182,13 @@ pub fn run(
                 site.locks.push(name.clone());
             }
         }
+        let symbol = keys
+            .first()
+            .and_then(|k| lock_names.get(k))
+            .and_then(|n| n.symbol.as_deref());
+        site.runtime_lock = site_runtime_lock(site, symbol);
     }
+
     let wake_sites: Vec<WakeSite> = tally
         .wakes
         .iter()
@@ -199,6 +224,7 @@ pub fn run(
         })
         .collect();
     Analyses {
+        paths: tally.paths.clone(),
         sites: tally
             .sites
             .iter()

@@ -368,6 +368,44 @@ static __always_inline __u32 next_gap(__u64 seen)
 #include "sched.bpf.h"
 #include "cpu.bpf.h"
 
+/*
+ * The path a file syscall names, if `nr` is one (x86-64 numbers): the
+ * sampled calls of a storm of stat or open calls say which file, bounded
+ * by KT_EXTRA_BYTES.
+ */
+static __always_inline const char *path_arg(struct pt_regs *regs, __u32 nr)
+{
+	switch (nr) {
+	case 2:   /* open */
+	case 4:   /* stat */
+	case 6:   /* lstat */
+	case 21:  /* access */
+	case 59:  /* execve */
+	case 76:  /* truncate */
+	case 80:  /* chdir */
+	case 82:  /* rename */
+	case 83:  /* mkdir */
+	case 84:  /* rmdir */
+	case 85:  /* creat */
+	case 87:  /* unlink */
+	case 89:  /* readlink */
+	case 90:  /* chmod */
+	case 191: /* getxattr */
+	case 192: /* lgetxattr */
+		return (const char *)regs->di;
+	case 257: /* openat */
+	case 262: /* newfstatat */
+	case 263: /* unlinkat */
+	case 267: /* readlinkat */
+	case 269: /* faccessat */
+	case 332: /* statx */
+	case 437: /* openat2 */
+	case 439: /* faccessat2 */
+		return (const char *)regs->si;
+	}
+	return 0;
+}
+
 /* Gives the current thread the storage its fork could not. */
 static __noinline struct kt_task *adopt_late(void)
 {
@@ -435,9 +473,12 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 			st->samples_deferred++;
 		} else {
 			struct kt_stack_sample smp = { .nr = nr, .weight = weight, .flags = KT_SAMPLE_CALL };
+			const char *path = path_arg(regs, nr);
 
 			st->sample_carry = 0;
 			st->samples++;
+			if (path && bpf_probe_read_user_str(smp.extra, sizeof(smp.extra), path) > 0)
+				smp.flags |= KT_SAMPLE_PATH;
 			set_user_regs(&smp, regs);
 			kt_sample_stack(&smp);
 		}

@@ -81,6 +81,8 @@ pub struct StackSample {
     /// An on-CPU sample in user code: the machine code from its instruction
     /// minus `stacks::code::CODE_BEFORE`.
     pub code: Option<Vec<u8>>,
+    /// A sampled call of a file syscall: the path it named.
+    pub path: Option<String>,
 }
 
 /// What an on-CPU sample saw besides the user stack.
@@ -228,6 +230,14 @@ impl Event {
                     stack: stack.to_vec(),
                     no_user_stack: ev.flags & KT_SAMPLE_NO_USER != 0,
                     code: (ev.flags & KT_SAMPLE_CODE != 0).then(|| ev.extra.to_vec()),
+                    path: (ev.flags & KT_SAMPLE_PATH != 0).then(|| {
+                        let end = ev
+                            .extra
+                            .iter()
+                            .position(|&b| b == 0)
+                            .unwrap_or(ev.extra.len());
+                        String::from_utf8_lossy(&ev.extra[..end]).into_owned()
+                    }),
                 })))
             }
             KT_EV_FORK | KT_EV_EXEC => {

@@ -129,6 +129,7 @@ pub fn wall_gain(r: &Report, time_ns: f64, basis: &str) -> ExpectedGain {
         time_ns: time_ns.max(0.0) as u64,
         share: clamp01(ratio(time_ns, wall_ns(r))),
         basis: basis.into(),
+        estimate: true,
     }
 }
 
@@ -138,6 +139,7 @@ pub fn cpu_gain(r: &Report, time_ns: f64, basis: &str) -> ExpectedGain {
         time_ns: time_ns.max(0.0) as u64,
         share: clamp01(ratio(time_ns, cpu_ns(r))),
         basis: basis.into(),
+        estimate: true,
     }
 }
 
@@ -188,12 +190,16 @@ fn is_runtime(function: &str) -> bool {
 }
 
 /// A contended thing as the lock rules judge it: the wait sites classed
-/// contention, gathered by the lock they wait on when they share one (the
-/// callers of one global lock are one unit), else by the wait wrapper they
-/// go through (per-waiter semaphores behind one lock function), else alone.
+/// contention, gathered by the runtime's well-known lock they are (a GIL's
+/// take and drop sites, its condvar and mutex), else by the lock they wait
+/// on when they share one (the callers of one global lock are one unit),
+/// else by the wait wrapper they go through (per-waiter semaphores behind
+/// one lock function), else alone.
 pub struct Unit<'a> {
     /// The lock's display name, or the site's.
     pub name: String,
+    /// The runtime's well-known lock it is, if it is one.
+    pub runtime: Option<&'static crate::analyze::runtime_locks::RuntimeLock>,
     pub sites: Vec<&'a WaitSite>,
     pub wait_ns: f64,
     pub waiters: BTreeSet<u32>,
@@ -247,17 +253,51 @@ impl Unit<'_> {
     }
 }
 
+/// Workers per CPU, beyond which fewer workers is a remedy of its own for a
+/// lock that serves one holder at a time: more threads than CPUs can serve
+/// only queue longer.
+pub const MAX_WORKERS_PER_CPU: f64 = 1.0;
+
+/// "Run fewer workers" with what it would cut the queue to, when more
+/// threads or processes contend for a lock than the CPUs can serve: sized
+/// to the CPUs, at most CPUs - 1 of them could wait at once instead of
+/// `queued`.
+pub fn fewer_workers(r: &Report, waiters: usize, processes: u32, queued: f64) -> Option<String> {
+    let cpus = f64::from(r.summary.cpus.max(1));
+    if (waiters as f64) <= cpus * MAX_WORKERS_PER_CPU {
+        return None;
+    }
+    let who = if processes > 1 {
+        "processes"
+    } else {
+        "threads"
+    };
+    let at_most = (cpus - 1.0).max(0.0);
+    Some(format!(
+        "Run fewer workers: {waiters} {who} contend for a lock that serves one at a time on \
+         {cpus:.0} CPUs, and {queued:.1} of them wait for it at any time. Sized to the CPUs \
+         ({cpus:.0}), at most {at_most:.0} could wait at once, and each would get through \
+         sooner: more workers than CPUs add only queueing. "
+    ))
+}
+
 /// The contended units of a report, most waiting first.
 pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
     let mut units: BTreeMap<String, Unit<'_>> = BTreeMap::new();
     for s in r.waits.iter().filter(|s| s.class == WaitClass::Contention) {
-        let name = match (s.locks.first(), s.via.first()) {
-            (Some(lock), _) if s.lock_words <= 2 => lock.clone(),
-            (_, Some(_)) => format!("wait:{}", s.via[0]),
+        let runtime = s
+            .runtime_lock
+            .as_deref()
+            .and_then(crate::analyze::runtime_locks::by_name);
+        let name = match (runtime, s.locks.first(), s.via.first()) {
+            (Some(rl), _, _) => rl.name.to_string(),
+            (None, Some(lock), _) if s.lock_words <= 2 => lock.clone(),
+            (None, _, Some(_)) => format!("wait:{}", s.via[0]),
             _ => crate::analyze::waits::display(s),
         };
         let u = units.entry(name.clone()).or_insert_with(|| Unit {
             name,
+            runtime,
             sites: vec![],
             wait_ns: 0.0,
             waiters: BTreeSet::new(),

@@ -90,14 +90,31 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     frames: u.frames(),
                 },
                 remedy: format!(
-                    "{how}Threads with work wait here for what one of them holds ({}). Hold it \
-                     for less time (move work out of the critical section, commit sooner), \
-                     take it less often (batch, cache what it guards), or split what it \
-                     protects by key so waiters stop meeting; a record that every worker \
-                     updates (one counter row, one queue head) is hot by design: spread it \
-                     over N records and sum them, or queue the updates and apply them in \
-                     batches.",
-                    u.callers().join(", ")
+                    "{}{how}{}",
+                    if u.runtime.is_some() {
+                        None
+                    } else {
+                        fewer_workers(
+                            r,
+                            u.waiters.len(),
+                            u.processes,
+                            ratio(u.wait_ns, wall_ns(r)),
+                        )
+                    }
+                    .unwrap_or_default(),
+                    match u.runtime {
+                        Some(rl) => rl.remedy.to_string(),
+                        None => format!(
+                            "Threads with work wait here for what one of them holds ({}). Hold \
+                             it for less time (move work out of the critical section, commit \
+                             sooner), take it less often (batch, cache what it guards), or \
+                             split what it protects by key so waiters stop meeting; a record \
+                             that every worker updates (one counter row, one queue head) is hot \
+                             by design: spread it over N records and sum them, or queue the \
+                             updates and apply them in batches.",
+                            u.callers().join(", ")
+                        ),
+                    }
                 ),
                 expected_gain: wall_gain(
                     r,

@@ -27,6 +27,26 @@ pub const MIN_SHARE_OF_CONTENDED_WAIT: f64 = 0.5;
 /// (as many as there are CPUs, or waiters if fewer), those not used.
 pub const MIN_IDLE_CPUS: f64 = 0.5;
 
+/// What to do: fewer workers when more contend than the CPUs serve; the
+/// runtime's own remedy for its well-known lock; else shard the lock and
+/// take it out of paths that rarely need it.
+fn remedy(r: &Report, u: &Unit<'_>, queued: f64) -> String {
+    // An interpreter's lock lets one thread run whatever the CPUs: its own
+    // remedy says what helps.
+    if let Some(rl) = u.runtime {
+        return rl.remedy.to_string();
+    }
+    let fewer = fewer_workers(r, u.waiters.len(), u.processes, queued).unwrap_or_default();
+    format!(
+        "{fewer}One lock funnels independent work ({}) through one holder at a time, so the \
+         program runs no faster than one thread. Shard what it protects: one lock per queue or \
+         partition chosen by key (the record, queue or client each worker serves), so workers \
+         on different keys never meet; take the lock out of paths that rarely need it \
+         (resolve rarely-changing values once, or read them from a copy).",
+        u.callers().join(", ")
+    )
+}
+
 pub fn check(r: &Report) -> Vec<Finding> {
     let all_wait = contended_site_wait_ns(r);
     contention_units(r)
@@ -37,7 +57,6 @@ pub fn check(r: &Report) -> Vec<Finding> {
             let queued = ratio(u.wait_ns, wall_ns(r));
             let threads = u.waiters.len() as f64;
             let idle_cpus = idle_cpus(r, threads);
-            let callers = u.callers();
             let who = if u.processes > 1 {
                 format!("{} processes", u.processes)
             } else {
@@ -66,20 +85,11 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     name: u.name.clone(),
                     frames: u.frames(),
                 },
-                remedy: format!(
-                    "One lock funnels independent work ({}) through one holder at a time, so the \
-                     program runs no faster than one thread. Shard what it protects: one lock \
-                     per queue or partition chosen by key (e.g. itemid % N), so workers on \
-                     different keys never meet; take the lock out of paths that rarely need it \
-                     (resolve rarely-changing values once, or read them from a copy); for an \
-                     interpreter's global lock, run the CPU-bound work in processes or in \
-                     native code that releases the lock.",
-                    callers.join(", ")
-                ),
+                remedy: remedy(r, &u, queued),
                 expected_gain: wall_gain(
                     r,
                     u.wait_ns / threads.max(1.0),
-                    "the wait in this lock per waiting thread: with disjoint shards it goes away",
+                    "the wait for it per waiting thread, were the lock gone",
                 ),
             }
             .fire()

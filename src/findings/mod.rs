@@ -8,6 +8,7 @@
 //! why it fired and by how much.
 
 mod common;
+pub mod known;
 pub mod lock_contended_site;
 pub mod lock_exclusive_hot;
 pub mod lock_futile_churn;

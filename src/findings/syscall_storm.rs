@@ -11,8 +11,10 @@
 //! requests into a big buffer moves what arrives: its rate is its
 //! clients'.)
 //!
-//! `rt_sigprocmask` from `getcontext`/`setcontext`/`swapcontext` is named as
-//! such: those save and restore the signal mask on every context switch.
+//! A storm whose call site runs through a standard library's function known
+//! to issue the call every time (`known.rs`: glibc's time zone check with
+//! TZ unset, ucontext's signal mask) gets that library's specific fix, and
+//! a file syscall's storm names the file its calls name.
 
 use super::common::*;
 use crate::render::text::short;
@@ -103,7 +105,18 @@ const NOT_BOOKKEEPING: &[&str] = &[
     "sync_file_range",
 ];
 
-const CONTEXT_FUNCTIONS: &[&str] = &["getcontext", "setcontext", "swapcontext"];
+/// Share of a storm's sampled calls that name one path, from which the
+/// title names it.
+pub const MIN_PATH_SHARE: f64 = 0.5;
+
+/// The one path most of a file syscall's calls name, if one does.
+fn main_path(s: &SyscallReport) -> Option<&str> {
+    let top = s.paths.first()?;
+    let named: u64 = s.paths.iter().map(|p| p.calls).sum();
+    (top.path != crate::tally::OTHER_PATHS
+        && ratio(top.calls as f64, named as f64) >= MIN_PATH_SHARE)
+        .then_some(top.path.as_str())
+}
 
 pub fn check(r: &Report) -> Vec<Finding> {
     let system_share = ratio(r.summary.sys_ns as f64, cpu_ns(r));
@@ -115,11 +128,12 @@ pub fn check(r: &Report) -> Vec<Finding> {
             let call_share = ratio(s.calls as f64, r.summary.syscalls as f64);
             let rate = ratio(s.calls as f64, wall_ns(r) / 1e9);
             let site = s.callsites.first();
-            let context_switch = context_function(s);
+            let known = site.and_then(|c| super::known::known(&s.name, &c.frames));
             let at = site
                 .and_then(|c| caller(&c.frames))
                 .map(|f| format!(" from {f}"))
                 .unwrap_or_default();
+            let on = main_path(s).map(|p| format!(" on {p}")).unwrap_or_default();
             let system_ns = r.summary.sys_ns as f64 * call_share;
             let mut evidence = vec![
                 at_least("calls_per_s", rate, MIN_CALLS_PER_S),
@@ -133,7 +147,14 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     },
                 ),
             ];
-            let mut title = format!("{} is called {} times a second{at}", s.name, short(rate));
+            let mut title = format!(
+                "{} is called {} times a second{at}{on}",
+                s.name,
+                short(rate)
+            );
+            if let Some(k) = known {
+                title = format!("{title}: {}", k.name);
+            }
             if data {
                 let per_call = ratio(s.bytes_requested as f64, s.calls as f64);
                 evidence.push(at_most(
@@ -168,7 +189,10 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     name: s.name.clone(),
                     frames: site.map(|c| c.frames.clone()).unwrap_or_default(),
                 },
-                remedy: remedy(s, context_switch),
+                remedy: match known {
+                    Some(k) => k.fix.to_string(),
+                    None => remedy(s),
+                },
                 expected_gain: cpu_gain(
                     r,
                     system_ns,
@@ -185,41 +209,22 @@ fn tiny_transfers(s: &SyscallReport) -> bool {
     s.bytes_requested > 0 && ratio(s.bytes_requested as f64, s.calls as f64) <= MAX_BYTES_PER_CALL
 }
 
-/// `swapcontext` if the top call site runs through one of the ucontext calls.
-fn context_function(s: &SyscallReport) -> Option<&'static str> {
-    let site = s.callsites.first()?;
-    site.frames.iter().find_map(|f| {
-        let name = function(f);
-        CONTEXT_FUNCTIONS
-            .iter()
-            .copied()
-            .find(|c| name.trim_start_matches('_') == *c)
-    })
-}
-
-fn remedy(s: &SyscallReport, context_switch: Option<&str>) -> String {
-    match (s.name.as_str(), context_switch) {
-        ("rt_sigprocmask", Some(f)) => format!(
-            "{f} saves or restores the signal mask with rt_sigprocmask on every switch between \
-             user-level threads. Switch without it: _setjmp/_longjmp (which, unlike \
-             setjmp/longjmp, do not save the mask), or a hand-written context switch that saves \
-             only the callee-saved registers (as boost.context does); set the mask once, \
-             outside the scheduler loop."
-        ),
-        ("rt_sigprocmask", None) => "Blocking and unblocking signals around each operation \
+fn remedy(s: &SyscallReport) -> String {
+    match s.name.as_str() {
+        "rt_sigprocmask" => "Blocking and unblocking signals around each operation \
              costs a syscall each time. Block them once for the thread (or the whole section), \
              or use a flag checked by the signal handler instead."
             .into(),
-        ("clock_gettime" | "gettimeofday" | "time", _) => "Reading the clock should not enter \
+        "clock_gettime" | "gettimeofday" | "time" => "Reading the clock should not enter \
              the kernel (the vDSO answers it): check the clock source (tsc, not hpet or \
              xen), or read the time once per batch."
             .into(),
-        (name, _) if crate::names::moves_data(name) => format!(
+        name if crate::names::moves_data(name) => format!(
             "Each {name} moves only a few bytes, so the program pays a kernel entry per byte or \
              two. Move data in large blocks: a bigger buffer (dd bs=64K, setvbuf, a \
              BufWriter/BufReader), or gather small writes into one (writev, batching)."
         ),
-        ("mmap" | "munmap" | "brk" | "madvise" | "mprotect", _) => "Memory is mapped and \
+        "mmap" | "munmap" | "brk" | "madvise" | "mprotect" => "Memory is mapped and \
              unmapped over and over: keep and reuse buffers, or tune the allocator so it stops \
              returning memory to the kernel (e.g. M_TRIM_THRESHOLD, M_MMAP_THRESHOLD)."
             .into(),

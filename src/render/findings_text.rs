@@ -64,10 +64,9 @@ fn finding(out: &mut String, n: usize, f: &Finding) {
     let _ = writeln!(out, "{n}. [{}] {}", f.id, f.title);
     let _ = writeln!(
         out,
-        "   severity {:.0}%   expected gain: up to {} ({:.0}%)",
+        "   severity {:.0}%   {}",
         f.severity * 100.0,
-        duration(f.expected_gain.time_ns),
-        f.expected_gain.share * 100.0
+        f.expected_gain.words("")
     );
     let ev: Vec<String> = f.evidence.iter().map(evidence).collect();
     wrapped(out, "   evidence: ", &ev.join(", "));
@@ -76,7 +75,12 @@ fn finding(out: &mut String, n: usize, f: &Finding) {
         stack(out, "", &f.culprit.frames);
     }
     wrapped(out, "   remedy:   ", &f.remedy);
-    wrapped(out, "   gain:     ", &f.expected_gain.basis);
+    let basis = if f.expected_gain.estimate {
+        format!("an estimate: {}", f.expected_gain.basis)
+    } else {
+        f.expected_gain.basis.clone()
+    };
+    wrapped(out, "   gain:     ", &basis);
 }
 
 pub fn findings(r: &Report, out: &mut String) {

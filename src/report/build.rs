@@ -27,6 +27,8 @@ pub struct Inputs {
     pub kernel: KernelCounters,
     pub threads: Vec<ThreadUsage>,
     pub sites: Vec<SampledSite>,
+    /// Per file syscall, the paths its sampled calls named (weighted).
+    pub paths: HashMap<u32, HashMap<String, u64>>,
     pub locks: Vec<LockReport>,
     pub waits: Vec<WaitSite>,
     pub offcpu: Vec<OffCpuThread>,
@@ -103,6 +105,30 @@ fn processes(threads: &[ThreadUsage]) -> Vec<ProcessReport> {
         .collect()
 }
 
+/// Paths kept per syscall in the report, most calls first.
+const MAX_REPORTED_PATHS: usize = 8;
+
+/// The paths a syscall's sampled calls named, their weights scaled to its
+/// exact calls.
+fn paths(exact_calls: u64, named: Option<&HashMap<String, u64>>) -> Vec<PathCount> {
+    let Some(named) = named else { return vec![] };
+    let total: u64 = named.values().sum();
+    let mut out: Vec<PathCount> = named
+        .iter()
+        .map(|(path, &w)| PathCount {
+            path: path.clone(),
+            calls: if total == 0 {
+                0
+            } else {
+                (w as u128 * exact_calls as u128 / total as u128) as u64
+            },
+        })
+        .collect();
+    out.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.path.cmp(&b.path)));
+    out.truncate(MAX_REPORTED_PATHS);
+    out
+}
+
 fn callsites(exact_calls: u64, sites: &[&SampledSite]) -> Vec<Callsite> {
     // Stacks that symbolize alike are one call site.
     let mut merged: BTreeMap<&[String], (u64, u64)> = BTreeMap::new();
@@ -163,6 +189,7 @@ pub fn build(inp: Inputs) -> Report {
                 hist_log2_ns: hist,
                 unfinished: c.calls.saturating_sub(c.returns),
                 callsites: callsites(c.calls, sites_by_nr.get(&c.nr).map_or(&[][..], |v| v)),
+                paths: paths(c.calls, inp.paths.get(&c.nr)),
             }
         })
         .collect();
@@ -284,6 +311,7 @@ pub(crate) mod tests {
             contention: kind.is_contention(),
             symbol: Some(symbol.into()),
             role: None,
+            runtime_lock: None,
             address: Some("0x5000".into()),
             mapping: Some("app".into()),
             pids: vec![100],
@@ -352,6 +380,7 @@ pub(crate) mod tests {
                 usage(100, 101, 100, 500, true, 9),
                 usage(102, 102, 0, 0, true, 3 << 8),
             ],
+            paths: HashMap::new(),
             sites: vec![
                 SampledSite {
                     nr: 110,
@@ -443,6 +472,7 @@ pub(crate) mod tests {
             lock_words: 1,
             turns_share: 0.8,
             relay_share: 0.0,
+            runtime_lock: None,
             releases: vec![Release {
                 mechanism: "futex".into(),
                 site: Some("Cache::release(int)".into()),

@@ -316,10 +316,15 @@ pub fn build(
             while hist.last() == Some(&0) {
                 hist.pop();
             }
+            let runtime_lock = waiter_stacks
+                .first()
+                .and_then(|s| crate::analyze::runtime_locks::identify(&s.frames, symbol.as_deref()))
+                .map(|r| r.name.to_string());
             let report = LockReport {
                 kind,
                 contention,
                 symbol,
+                runtime_lock,
                 role,
                 address: address.map(|a| format!("{a:#x}")),
                 mapping: name.mapping,

@@ -94,6 +94,7 @@ pub fn site_report(
         lock_words: a.locks.len() as u32,
         turns_share,
         relay_share,
+        runtime_lock: None,
         releases,
         stacks,
         estimated: true,

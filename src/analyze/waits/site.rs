@@ -166,11 +166,40 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
 
 /// A site's name as people read it: its short function, and the wrapper it
 /// calls to wait (`LRUCacheShard::Lookup via port::Mutex::Lock`, `ProcSleep
-/// via WaitLatch`).
+/// via WaitLatch`). A function a stripped binary does not name is shown
+/// with the nearest named functions that called it
+/// (`mariadbd+0xd5b023 in handler::ha_index_read_map ← mysql_update`).
 pub fn display(site: &WaitSite) -> String {
-    let f = short_function(&site.function);
+    let mut f = short_function(&site.function);
+    if let Some(ctx) = named_callers(site) {
+        f = format!("{f} in {ctx}");
+    }
     match site.via.last() {
         Some(v) => format!("{f} via {}", short_function(v)),
         None => f,
     }
+}
+
+/// Named callers shown beside an unnamed site.
+const NAMED_CALLERS: usize = 2;
+
+/// The nearest named functions that called an unnamed site's function, on
+/// its heaviest stack, outermost last: `A ← B`.
+pub fn named_callers(site: &WaitSite) -> Option<String> {
+    if !crate::analyze::runtime_locks::unnamed(&site.function) {
+        return None;
+    }
+    let frames = &site.stacks.first()?.frames;
+    let at = frames.iter().position(|f| function(f) == site.function)?;
+    let named: Vec<String> = frames[at + 1..]
+        .iter()
+        .filter(|f| {
+            !crate::analyze::runtime_locks::unnamed(f)
+                && jit_kind(f) != Some(JitKind::Stub)
+                && function(f) != "Interpreter"
+        })
+        .take(NAMED_CALLERS)
+        .map(|f| short_function(function(f)))
+        .collect();
+    (!named.is_empty()).then(|| named.join(" ← "))
 }

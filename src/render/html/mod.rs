@@ -106,12 +106,11 @@ fn findings(r: &Report, out: &mut String) {
         let _ = write!(
             out,
             "<div class=\"finding\"><h3><span class=\"id\">{}</span> {}</h3>\
-             <p>severity {:.0}% · expected gain up to {} ({:.0}%): {}</p><p>evidence: ",
+             <p>severity {:.0}% · {}: {}</p><p>evidence: ",
             esc(&f.id),
             esc(&f.title),
             f.severity * 100.0,
-            duration(f.expected_gain.time_ns),
-            f.expected_gain.share * 100.0,
+            esc(&f.expected_gain.words("")),
             esc(&f.expected_gain.basis)
         );
         let ev: Vec<String> = f

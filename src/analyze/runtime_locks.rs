@@ -1,0 +1,237 @@
+//! Well-known locks of the standard runtimes, by the role a user knows them
+//! by: CPython's GIL, Ruby's GVL, the JVM's safepoints, glibc malloc's
+//! arena locks. Their waits spread over several sites and lock words (a
+//! GIL's condvar, its mutex and its switch condvar; a GVL's per-thread
+//! condition variables and its timer's timed wait), often in static
+//! functions a stripped distribution build does not name; what identifies
+//! them is what the runtime exports: the variable the lock lives in
+//! (`_PyRuntime`), or the named functions of the runtime the waits are
+//! reached through.
+//!
+//! Domain knowledge, kept to what each runtime's own source states; a
+//! program's own names are never matched here.
+
+use crate::stacks::frame::function;
+
+/// A runtime's well-known lock.
+pub struct RuntimeLock {
+    /// How people call it (`CPython's GIL`).
+    pub name: &'static str,
+    /// What to do about it, in the runtime's terms.
+    pub remedy: &'static str,
+}
+
+pub const CPYTHON_GIL: RuntimeLock = RuntimeLock {
+    name: "CPython's GIL",
+    remedy: "Only one thread runs Python code at a time: threads doing CPU-bound Python \
+        serialise on the GIL and hand it over every switch interval (5 ms). Run the CPU-bound \
+        work in processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), move it \
+        into native code that releases the GIL (NumPy, a C extension with \
+        Py_BEGIN_ALLOW_THREADS), or run fewer threads; threads only pay off for I/O.",
+};
+
+pub const RUBY_GVL: RuntimeLock = RuntimeLock {
+    name: "Ruby's GVL",
+    remedy: "Only one thread runs Ruby code at a time: CPU-bound threads serialise on the GVL \
+        and hand it over every time slice (100 ms, or whenever one blocks). Run the CPU-bound \
+        work in processes (fork, a pool of workers), in Ractors (Ruby 3), or in a native \
+        extension that releases the GVL (rb_thread_call_without_gvl); threads only pay off for \
+        I/O.",
+};
+
+pub const JVM_SAFEPOINT: RuntimeLock = RuntimeLock {
+    name: "the JVM's safepoint",
+    remedy: "Threads are stopped at safepoints for the VM's operations (garbage collection, \
+        deoptimisation, biased-lock revocation, thread dumps): make them rarer and shorter \
+        (-Xlog:safepoint shows which operation and how long; a larger young generation or a \
+        concurrent collector for GC pauses).",
+};
+
+pub const MALLOC_ARENA: RuntimeLock = RuntimeLock {
+    name: "glibc malloc's arena lock",
+    remedy: "Threads allocate or free from one glibc malloc arena at once (memory freed by \
+        another thread than the one that allocated it goes back to the owner's arena, under its \
+        lock). Let each thread free what it allocates, allocate less in the hot path (reuse \
+        buffers, pools), raise the arenas (MALLOC_ARENA_MAX) or use a thread-caching \
+        allocator (jemalloc, tcmalloc).",
+};
+
+/// Named frames of the Ruby VM through which its threads take the GVL: the
+/// timer interrupt's yield, the end of a blocking region, a thread's start
+/// (reached through unnamed static functions only).
+const RUBY_GVL_CALLERS: &[&str] = &[
+    "rb_threadptr_execute_interrupts",
+    "rb_thread_call_without_gvl",
+    "rb_thread_call_without_gvl2",
+    "rb_thread_io_blocking_region",
+    "rb_nogvl",
+    "rb_thread_schedule",
+    "rb_thread_call_with_gvl",
+];
+
+/// Named frames of CPython through which its threads take or drop the GIL
+/// (take_gil and drop_gil are static).
+const CPYTHON_GIL_CALLERS: &[&str] = &[
+    "PyEval_RestoreThread",
+    "PyEval_AcquireThread",
+    "PyEval_AcquireLock",
+    "PyGILState_Ensure",
+    "PyEval_SaveThread",
+    "_PyEval_EvalFrameDefault",
+];
+
+const SAFEPOINT_FRAMES: &[&str] = &["SafepointSynchronize::block", "SafepointMechanism::process"];
+
+const MALLOC_FRAMES: &[&str] = &[
+    "arena_get2",
+    "_int_free",
+    "_int_malloc",
+    "__libc_malloc",
+    "__libc_free",
+    "__libc_calloc",
+    "__libc_realloc",
+    "tcache_init",
+    "arena_thread_freeres",
+];
+
+/// Whether a frame is unnamed (`libfoo.so+0x1234`).
+pub fn unnamed(frame: &str) -> bool {
+    let f = function(frame);
+    f.rsplit_once("+0x").is_some_and(|(m, off)| {
+        !m.is_empty() && !m.contains(' ') && off.chars().all(|c| c.is_ascii_hexdigit())
+    })
+}
+
+/// The first named frame outward from the runtime's first unnamed (static)
+/// function in `lib` on the wait's stack: the exported entry the static
+/// wait code was reached through.
+fn nearest_named_in(frames: &[String], lib: &str) -> Option<String> {
+    let start = frames
+        .iter()
+        .position(|f| unnamed(f) && function(f).starts_with(lib))?;
+    frames[start..]
+        .iter()
+        .find(|f| !unnamed(f))
+        .map(|f| function(f).to_string())
+}
+
+/// The runtime lock a wait with `frames` (innermost first) on a lock named
+/// `symbol` (the variable it lives in, if known) is, if any.
+pub fn identify(frames: &[String], symbol: Option<&str>) -> Option<&'static RuntimeLock> {
+    let names: Vec<&str> = frames.iter().map(|f| function(f)).collect();
+    if names
+        .iter()
+        .any(|n| SAFEPOINT_FRAMES.iter().any(|s| n.contains(s)))
+    {
+        return Some(&JVM_SAFEPOINT);
+    }
+    if names.iter().any(|n| n.contains("__lll_lock_wait_private"))
+        && names.iter().any(|n| {
+            MALLOC_FRAMES
+                .iter()
+                .any(|m| n.trim_start_matches('_') == m.trim_start_matches('_'))
+        })
+    {
+        return Some(&MALLOC_ARENA);
+    }
+    // CPython: the GIL's condvars and mutexes live in _PyRuntime (3.11,
+    // 3.12: its ceval.gil); the waits reach them from the eval loop.
+    if symbol.is_some_and(|s| s.starts_with("_PyRuntime")) {
+        return Some(&CPYTHON_GIL);
+    }
+    for lib in ["python3", "libpython3"] {
+        if let Some(n) = nearest_named_in(frames, lib)
+            && CPYTHON_GIL_CALLERS.contains(&n.as_str())
+            && names
+                .iter()
+                .any(|f| f.contains("pthread_cond") || f.contains("lll_lock"))
+        {
+            return Some(&CPYTHON_GIL);
+        }
+    }
+    if let Some(n) = nearest_named_in(frames, "libruby")
+        && (RUBY_GVL_CALLERS.contains(&n.as_str()) || n == "start_thread")
+        && names
+            .iter()
+            .any(|f| f.starts_with("rb_native_") || f.contains("pthread_cond"))
+    {
+        return Some(&RUBY_GVL);
+    }
+    None
+}
+
+/// The runtime lock the same name (`CPython's GIL`) stands for.
+pub fn by_name(name: &str) -> Option<&'static RuntimeLock> {
+    [&CPYTHON_GIL, &RUBY_GVL, &JVM_SAFEPOINT, &MALLOC_ARENA]
+        .into_iter()
+        .find(|l| l.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(f: &[&str]) -> Vec<String> {
+        f.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn interpreters_global_locks_are_known_by_what_the_runtime_exports() {
+        // Ruby 3.1, stripped libruby: gvl_acquire_common reached from the
+        // timer interrupt's yield, and at a thread's start.
+        let gvl = v(&[
+            "___pthread_cond_wait (pthread_cond_wait.c:618)",
+            "rb_native_cond_wait (libruby-3.1.so.3.1.7)",
+            "libruby-3.1.so.3.1.7+0x20fe82",
+            "libruby-3.1.so.3.1.7+0x211831",
+            "rb_threadptr_execute_interrupts (libruby-3.1.so.3.1.7)",
+            "rb_vm_exec (libruby-3.1.so.3.1.7)",
+        ]);
+        assert_eq!(identify(&gvl, None).map(|l| l.name), Some("Ruby's GVL"));
+        let start = v(&[
+            "___pthread_cond_wait (pthread_cond_wait.c:618)",
+            "rb_native_cond_wait (libruby-3.1.so.3.1.7)",
+            "libruby-3.1.so.3.1.7+0x20fe82",
+            "libruby-3.1.so.3.1.7+0x213975",
+            "start_thread (pthread_create.c:442)",
+        ]);
+        assert_eq!(identify(&start, None).map(|l| l.name), Some("Ruby's GVL"));
+        // A join waits through rb_ensure: not the GVL.
+        let join = v(&[
+            "___pthread_cond_wait (pthread_cond_wait.c:618)",
+            "libruby-3.1.so.3.1.7+0x2149e3",
+            "rb_ensure (libruby-3.1.so.3.1.7)",
+        ]);
+        assert!(identify(&join, None).is_none());
+        // CPython: by the variable, and by take_gil's caller when unknown.
+        assert_eq!(
+            identify(&[], Some("_PyRuntime+0x1b0")).map(|l| l.name),
+            Some("CPython's GIL")
+        );
+        let take = v(&[
+            "___pthread_cond_timedwait64 (pthread_cond_wait.c:643)",
+            "python3.11+0x4f94ed",
+            "_PyEval_EvalFrameDefault (python3.11)",
+        ]);
+        assert_eq!(identify(&take, None).map(|l| l.name), Some("CPython's GIL"));
+        let arena = v(&[
+            "__lll_lock_wait_private (lowlevellock.c:34)",
+            "_int_free (malloc.c:4567)",
+            "worker (a.c:3)",
+        ]);
+        assert_eq!(
+            identify(&arena, None).map(|l| l.name),
+            Some("glibc malloc's arena lock")
+        );
+        let app = v(&["__lll_lock_wait (lowlevellock.c:49)", "handle (a.c:1)"]);
+        assert!(identify(&app, Some("g_lock")).is_none());
+    }
+
+    #[test]
+    fn unnamed_frames_are_a_module_and_an_offset() {
+        assert!(unnamed("libruby-3.1.so.3.1.7+0x20fe82"));
+        assert!(unnamed("mariadbd+0xd5b023"));
+        assert!(!unnamed("rb_vm_exec (libruby-3.1.so.3.1.7)"));
+        assert!(!unnamed("operator+ (a.cc:3)"));
+    }
+}
