@@ -361,8 +361,13 @@ mod tests {
             ),
             ("wait_for_flag", "plain-loads", 4)
         );
-        // Too few samples in a window: no verdict.
-        let few: Vec<CpuSite> = sites.iter().take(1).cloned().collect();
-        assert_eq!(spin(&few, &code, &[], 1_000_000_000).load_spin_samples, 0);
+        // MIN_LOOP_SAMPLES in the loop's window, and one fewer.
+        let with = |n: u64| {
+            let mut few: Vec<CpuSite> = sites.iter().take(1).cloned().collect();
+            few[0].samples = n;
+            spin(&few, &code, &[], 1_000_000_000).load_spin_samples
+        };
+        assert_eq!(with(MIN_LOOP_SAMPLES), MIN_LOOP_SAMPLES);
+        assert_eq!(with(MIN_LOOP_SAMPLES - 1), 0);
     }
 }

@@ -973,3 +973,59 @@ fn handoff_churn_follows_the_more_specific_finding_on_its_lock() {
 fn check_severity(r: &Report, id: &str) -> f64 {
     analyse(r).iter().find(|f| f.id == id).unwrap().severity
 }
+
+/// Issue 19: fewer workers is offered when more contend for a lock than
+/// the CPUs serve (MAX_WORKERS_PER_CPU), with the queue it would leave.
+#[test]
+fn fewer_workers_is_a_remedy_when_more_contend_than_the_cpus_serve() {
+    use super::common::{MAX_WORKERS_PER_CPU, fewer_workers};
+    let r = base();
+    let cpus = f64::from(r.summary.cpus);
+    let just_over = (cpus * MAX_WORKERS_PER_CPU) as usize + 1;
+    let text = fewer_workers(&r, just_over, 1, 2.5).expect("over the CPUs");
+    assert!(
+        text.contains("3 threads contend") && text.contains("at most 1 could wait"),
+        "{text}"
+    );
+    assert!(fewer_workers(&r, just_over - 1, 1, 2.5).is_none());
+    assert!(
+        fewer_workers(&r, 100, 100, 46.0)
+            .unwrap()
+            .contains("100 processes")
+    );
+}
+
+/// Issue 19: a file syscall's storm names the file most of its calls name
+/// (MIN_PATH_SHARE), and a known library pattern its fix.
+#[test]
+fn a_file_storm_names_its_path_and_a_known_pattern_its_fix() {
+    use syscall_storm::*;
+    let with_paths = |top: u64, rest: u64| {
+        let mut r = storm("newfstatat", 1e6, 1.0, 0.8, 500.0);
+        let s = &mut r.syscalls[0];
+        s.callsites[0].frames = vec![
+            "__GI___fstatat64 (fstatat64.c:166)".into(),
+            "__tzfile_read (tzfile.c:154)".into(),
+            "tzset_internal (tzset.c:405)".into(),
+            "__tz_convert (tzset.c:577)".into(),
+            "do_strftime (builtin.c:2100)".into(),
+        ];
+        s.paths = vec![
+            PathCount {
+                path: "/etc/localtime".into(),
+                calls: top,
+            },
+            PathCount {
+                path: "/etc/other".into(),
+                calls: rest,
+            },
+        ];
+        check(&r)
+    };
+    let half = (MIN_PATH_SHARE * 1000.0) as u64;
+    let f = &with_paths(half + 1, 1000 - half - 1)[0];
+    assert!(f.title.contains("on /etc/localtime"), "{}", f.title);
+    assert!(f.remedy.contains("TZ=:/etc/localtime"), "{}", f.remedy);
+    let f = &with_paths(half - 1, 1000 - half + 1)[0];
+    assert!(!f.title.contains(" on /etc/"), "{}", f.title);
+}

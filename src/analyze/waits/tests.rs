@@ -622,3 +622,116 @@ fn interpreted_waits_are_told_apart_by_the_method_the_interpreter_called() {
     );
     assert_eq!(via[0], "Parker::park(bool, long)");
 }
+
+/// Issue 19: a queue's consumers that wake the next one right after their
+/// own wake-up, from the queue's own code, relay a signal and take no
+/// turns; the same wake-ups from a holder that ran its critical section
+/// first (longer than RELAY_MAX_RAN_NS) are turns.
+#[test]
+fn waiters_waking_the_next_right_after_their_own_wake_up_relay_and_take_no_turns() {
+    let cond_frames = |site: &str| {
+        frames(&[
+            "__futex_abstimed_wait_common (libc.so.6)",
+            "___pthread_cond_wait (libc.so.6)",
+            &format!("{site} (a.c:1)"),
+            "worker (a.c:9)",
+        ])
+    };
+    let run = |ran_log2: u8| {
+        let mut sleeps = vec![];
+        let mut wakes = vec![];
+        for t in 1..=4u32 {
+            for by in [t % 4 + 1, (t + 1) % 4 + 1] {
+                let mut w = waker(by, true);
+                if let Some(w) = w.as_mut() {
+                    w.ran_log2 = ran_log2;
+                }
+                let mut s = sleep(t, "queue_pop", 100_000_000, 500, 0, w);
+                s.frames = cond_frames("queue_pop");
+                s.runtime = 2;
+                sleeps.push(s);
+                wakes.push(WakeSample {
+                    waker_tid: by,
+                    woken_tid: t,
+                    waker_ran_log2: ran_log2,
+                    frames: frames(&[
+                        "futex_wake (libc.so.6)",
+                        "___pthread_cond_signal (libc.so.6)",
+                        "queue_pop (a.c:5)",
+                        "worker (a.c:9)",
+                    ]),
+                    runtime: 2,
+                    weight: 500,
+                });
+            }
+        }
+        let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 300_000_000)).collect();
+        build(&Inputs {
+            sleeps: &sleeps,
+            lock_waits: &[],
+            wakes: &wakes,
+            offcpu: &[],
+            futile: &HashMap::new(),
+            threads: &threads,
+            comms: &HashMap::new(),
+            duration_ns: WALL,
+        })
+    };
+    // 2^14 ns: at most RELAY_MAX_RAN_NS since the waker's own wake-up.
+    assert_eq!(1u64 << 14, RELAY_MAX_RAN_NS);
+    let relayed = run(14);
+    let s = &relayed.sites[0];
+    assert!((s.relay_share - 1.0).abs() < 1e-9, "{s:?}");
+    assert_ne!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    let held = run(15);
+    let s = &held.sites[0];
+    assert_eq!(s.relay_share, 0.0, "{s:?}");
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+}
+
+/// Issue 19: a JIT that inlines a method into its caller names its waits
+/// by the caller: one wait under two names, merged when the caller calls
+/// the method on over MIN_CALLER_SHARE of the method's own waiting.
+#[test]
+fn a_methods_waits_under_the_caller_it_was_inlined_into_are_one_site() {
+    let at = |tid: u32, chain: &[&str], ns: u64| {
+        let mut f = vec![
+            "__futex_abstimed_wait_common (libc.so.6)",
+            "Parker::park(bool, long) (libjvm.so)",
+            "jdk.internal.misc.Unsafe.park (jit)",
+            "java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire (jit)",
+        ];
+        f.extend_from_slice(chain);
+        let mut s = sleep(tid, "x", ns, 100, 0, waker(tid % 4 + 1, true));
+        s.frames = frames(&f);
+        s.runtime = 1;
+        s
+    };
+    let run = |share_via_lambda: f64| {
+        let mut sleeps = vec![];
+        for t in 1..=4 {
+            let via = (1_000_000_000.0 * share_via_lambda) as u64;
+            sleeps.push(at(t, &["Srv.handle (jit)", "Srv$$Lambda.run (jit)"], via));
+            sleeps.push(at(
+                t,
+                &["Srv.handle (jit)", "Srv.other (jit)"],
+                1_000_000_000 - via,
+            ));
+            // The same waits once C2 inlined handle into the lambda.
+            sleeps.push(at(
+                t,
+                &["Srv$$Lambda.run (jit)", "Interpreter (jit)"],
+                500_000_000,
+            ));
+        }
+        let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 300_000_000)).collect();
+        build_sites(&sleeps, &threads, &[])
+    };
+    let merged = run(0.6);
+    let names: Vec<&str> = merged.sites.iter().map(|s| s.function.as_str()).collect();
+    assert_eq!(names, ["Srv.handle"], "{names:?}");
+    assert_eq!(merged.sites[0].wait_ns, 4 * 1_500_000_000);
+    assert!(merged.contended_sites.contains("Srv$$Lambda.run"));
+    let apart = run(0.4);
+    assert_eq!(apart.sites.len(), 2, "{:?}", apart.sites);
+}
