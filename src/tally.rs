@@ -10,10 +10,34 @@ use crate::model::{FrameLoc, LockKey, UnwoundStack, Waker};
 use crate::stacks::unwind::Unwound;
 
 /// Distinct paths kept per syscall: a storm names a few files; a program
-/// walking a tree names thousands, and they are not kept.
+/// walking a tree names thousands, which are not all kept.
 pub const MAX_PATHS: usize = 64;
-/// Where the calls on paths past MAX_PATHS are counted.
+/// Where the calls of paths pushed out are counted.
 pub const OTHER_PATHS: &str = "(other paths)";
+
+/// Counts `weight` calls on `path`, keeping at most MAX_PATHS paths (and
+/// OTHER_PATHS): a new path once full takes the place of the least called
+/// (space-saving counting), whose calls go to OTHER_PATHS, so the paths a
+/// storm names stay whatever came before them (the loader probes dozens of
+/// library directories first).
+fn count_path(paths: &mut HashMap<String, u64>, path: &str, weight: u64) {
+    if let Some(n) = paths.get_mut(path) {
+        *n += weight;
+        return;
+    }
+    let named = paths.len() - usize::from(paths.contains_key(OTHER_PATHS));
+    if named >= MAX_PATHS
+        && let Some((least, n)) = paths
+            .iter()
+            .filter(|(p, _)| p.as_str() != OTHER_PATHS)
+            .min_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)))
+            .map(|(p, n)| (p.clone(), *n))
+    {
+        paths.remove(&least);
+        *paths.entry(OTHER_PATHS.to_string()).or_default() += n;
+    }
+    paths.insert(path.to_string(), weight);
+}
 
 /// A lock's sampled operations from one stack.
 #[derive(Clone, Debug, Default)]
@@ -154,13 +178,7 @@ impl SampleTally {
             if s.call
                 && let Some(path) = &s.path
             {
-                let paths = self.paths.entry(s.nr).or_default();
-                let key = if paths.len() < MAX_PATHS || paths.contains_key(path) {
-                    path.clone()
-                } else {
-                    OTHER_PATHS.to_string()
-                };
-                *paths.entry(key).or_default() += s.weight;
+                count_path(self.paths.entry(s.nr).or_default(), path, s.weight);
             }
             if s.call {
                 let e = self.sites.entry((s.nr, stack)).or_default();
@@ -181,5 +199,28 @@ impl SampleTally {
             .chain(self.wakes.keys().map(|(_, _, _, s)| s))
             .chain(self.polls.keys().map(|(_, _, s)| s))
             .chain(self.cpu.keys().map(|(_, _, s)| s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 19: in the test suite's environment the loader probed 64
+    /// library directories before gawk's million stats of /etc/localtime,
+    /// which then all counted as other paths.
+    #[test]
+    fn a_storms_path_is_kept_however_many_paths_came_before_it() {
+        let mut paths = HashMap::new();
+        for i in 0..MAX_PATHS + 10 {
+            count_path(&mut paths, &format!("/lib/probe{i}"), 1);
+        }
+        for _ in 0..1000 {
+            count_path(&mut paths, "/etc/localtime", 1000);
+        }
+        assert_eq!(paths["/etc/localtime"], 1_000_000);
+        assert!(paths.len() <= MAX_PATHS + 1);
+        let total: u64 = paths.values().sum();
+        assert_eq!(total, (MAX_PATHS as u64 + 10) + 1_000_000);
     }
 }

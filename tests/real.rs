@@ -11,6 +11,10 @@
 
 mod common;
 
+// Issue 19's programs, each with its test beside its script.
+#[path = "real/gawk-strftime/test.rs"]
+mod gawk_strftime;
+
 use std::path::Path;
 use std::process::Command;
 

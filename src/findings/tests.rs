@@ -750,10 +750,31 @@ fn wakeup(waker: u32, woken: u32, mechanism: &str, wait_ns: u64) -> WakeupReport
     }
 }
 
+/// Threads `tids` of the target, using `cpu_share` of its CPU time between
+/// them.
+fn working(r: &mut Report, tids: &[u32], cpu_share: f64) {
+    let cpu = (r.summary.user_ns + r.summary.sys_ns) as f64 * cpu_share / tids.len() as f64;
+    for &tid in tids {
+        r.threads.push(ThreadReport {
+            tid,
+            pid: 100,
+            comm: format!("t{tid}"),
+            user_ns: cpu as u64,
+            sys_ns: 0,
+            voluntary_switches: 0,
+            involuntary_switches: 0,
+            yields: 0,
+            exited: false,
+        });
+    }
+}
+
 /// Thread 1 wakes `woken` others, ending `share` of all ended waiting and
-/// `waiting` threads' worth of wall time.
+/// `waiting` threads' worth of wall time; those use 80% of the CPU.
 fn bottleneck(share: f64, woken: u32, waiting: f64) -> Report {
     let mut r = base();
+    let consumers: Vec<u32> = (0..woken).map(|i| 10 + i).collect();
+    working(&mut r, &consumers, 0.8);
     let mine = (waiting * WALL as f64) as u64;
     let per = mine / u64::from(woken);
     r.wakeups = (0..woken)
@@ -857,6 +878,17 @@ fn wait_bottleneck_thresholds() {
     };
     assert!(fired(rule, &mostly_queued(0.5)));
     assert!(!fired(rule, &mostly_queued(50.0)));
+    // Issue 19: the threads it wakes must do a real share of the work; a
+    // background thread waking an idle helper pool paces nothing.
+    let helpers = |cpu_share: f64| {
+        let mut r = bottleneck(0.9, 4, 3.0);
+        r.threads.retain(|t| !(10..14).contains(&t.tid));
+        let tids: Vec<u32> = (10..14).collect();
+        working(&mut r, &tids, cpu_share);
+        r
+    };
+    assert!(fired(rule, &helpers(MIN_CONSUMERS_CPU_SHARE * UP)));
+    assert!(!fired(rule, &helpers(MIN_CONSUMERS_CPU_SHARE * DOWN)));
     // Woken fewer times each than a producer hands out work (an idle pool
     // started once).
     let mut once = bottleneck(0.9, 4, 3.0);
@@ -874,6 +906,7 @@ fn wait_bottleneck_thresholds() {
 fn waiting_passes_up_a_pipeline_to_the_stage_that_waits_for_nothing_in_it() {
     let ns = |share: f64| (share * WALL as f64) as u64;
     let mut r = base();
+    working(&mut r, &[10, 11, 20], 0.9);
     r.wakeups = vec![
         wakeup(1, 10, "futex", ns(0.35)),
         wakeup(1, 11, "futex", ns(0.35)),

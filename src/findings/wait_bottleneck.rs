@@ -24,6 +24,11 @@
 //! the waiting it ended in that share of the run is no one's (a JVM's VM
 //! thread wakes the GC workers at safepoints it mostly starts when its
 //! timed wait runs out).
+//!
+//! And the threads it paces must do a real share of the program's work: a
+//! background thread that wakes an idle helper pool (a database's purge
+//! workers, a runtime's service threads) holds nothing back when those
+//! helpers, woken, find little to do; the program's work is elsewhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -55,6 +60,22 @@ const PASSES: usize = 8;
 /// threads if fewer): a pipeline whose stages keep every CPU busy is paced
 /// by its work, not by a waiting producer.
 pub const MIN_IDLE_CPUS: f64 = 0.5;
+/// The CPU time of the threads it hands work to, as a share of the
+/// target's: under it they are an idle helper pool, not the program's
+/// workers held back (pigz's compressors use most of its CPU; a database's
+/// purge workers almost none of it).
+pub const MIN_CONSUMERS_CPU_SHARE: f64 = 0.25;
+
+/// The CPU time of `tids` as a share of the target's.
+fn cpu_share_of(r: &Report, tids: &BTreeSet<u32>) -> f64 {
+    let theirs: f64 = r
+        .threads
+        .iter()
+        .filter(|t| tids.contains(&t.tid))
+        .map(|t| (t.user_ns + t.sys_ns) as f64)
+        .sum();
+    ratio(theirs, cpu_ns(r))
+}
 
 fn counts(w: &WakeupReport) -> bool {
     // A process outside the target (a client) ending its waits is I/O.
@@ -298,6 +319,11 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     at_least("threads_woken", k.woken.len() as f64, MIN_THREADS_WOKEN),
                     at_least("waiting_threads", waiting, MIN_WAITING_THREADS),
                     at_least("idle_cpus", idle_cpus, MIN_IDLE_CPUS),
+                    at_least(
+                        "consumers_cpu_share",
+                        cpu_share_of(r, &k.woken),
+                        MIN_CONSUMERS_CPU_SHARE,
+                    ),
                     at_most(
                         "timer_sleep_share",
                         ratio(timer_ns[tid], wall_ns(r)),
