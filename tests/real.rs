@@ -14,6 +14,8 @@ mod common;
 // Issue 19's programs, each with its test beside its script.
 #[path = "real/gawk-strftime/test.rs"]
 mod gawk_strftime;
+#[path = "real/ruby-gvl/test.rs"]
+mod ruby_gvl;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,0 +1,49 @@
+//! ruby-gvl (issue 19): Debian's Ruby 3.1, its libruby stripped. Four
+//! threads of pure-Ruby CPU work serialise on the GVL (1.00 CPU used; perf
+//! and bpftrace: 117 futex waits on the GVL's condition variables and
+//! mutex, 7.5 s of waiting in 2.6 s, 25 of them timed out: the timer
+//! waiter's 100 ms waits); one thread takes no turns at all.
+use super::*;
+
+#[test]
+fn ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not() {
+    if !bpf_available() {
+        return;
+    }
+    let (bad, _) = bad_run("ruby-gvl", "lock.global-serializes");
+    let f = first(&bad, "lock.global-serializes");
+    // Named by its role, not libruby-3.1.so.3.1.7+0x20fe82.
+    assert_eq!(f.culprit.name, "Ruby's GVL", "{f:?}");
+    assert!(f.remedy.contains("Ractors"), "{}", f.remedy);
+    // About 3 of the 4 wait at any time; its two waits (gvl_acquire_common
+    // and the timer's timed wait) are one lock.
+    let queued = f
+        .evidence
+        .iter()
+        .find(|e| e.metric == "queued_threads")
+        .unwrap();
+    assert!(queued.value > 2.0, "{f:?}");
+    let gvl: Vec<&kerntax::report::WaitSite> = bad
+        .waits
+        .iter()
+        .filter(|s| {
+            s.runtime_lock.as_deref() == Some("Ruby's GVL") && s.class == WaitClass::Contention
+        })
+        .collect();
+    let names: Vec<String> = gvl
+        .iter()
+        .map(|s| kerntax::analyze::waits::display(s))
+        .collect();
+    assert!(gvl.len() >= 2, "{names:?}");
+    // An unnamed site reads with its named callers.
+    let site = kerntax::analyze::waits::display(gvl[0]);
+    assert!(site.contains(" in rb_"), "{site}");
+    nothing_idle_is_contention(&bad);
+    lacks(&bad, "wait.bottleneck");
+    let (healthy, _) = corpus("ruby-gvl", "healthy");
+    assert!(
+        healthy.findings.iter().all(|f| !f.id.starts_with("lock.")),
+        "{:?}",
+        ids(&healthy)
+    );
+}
