@@ -115,6 +115,7 @@ pub fn run(
                 key: *key,
                 frames: frames(stack),
                 runtime: runtime(stack),
+                truncated: stack.truncated,
                 tally: t.clone(),
             })
             .collect::<Vec<_>>(),

@@ -468,6 +468,8 @@ pub(crate) mod tests {
             processes: 1,
             waiter_cpu_share: 0.6,
             waiter_between_busy_share: 0.8,
+            loop_share: 0.0,
+            nested_share: 1.0,
             syscalls: [("futex".to_string(), 100_000_000)].into(),
             lock_words: 1,
             turns_share: 0.8,

@@ -464,9 +464,18 @@ pub struct WaitSite {
     /// waits (busy) or idle.
     pub waiter_cpu_share: f64,
     /// The waiters' time running or runnable over their time between waits
-    /// here: whether they come to wait with work in hand.
+    /// here (their waits for work elsewhere left out): whether they come to
+    /// wait with work in hand.
     #[serde(default)]
     pub waiter_between_busy_share: f64,
+    /// Share of the waiting here at the waiters' loop's own wait (their
+    /// shallowest, when they also wait deeper): between units of work.
+    #[serde(default)]
+    pub loop_share: f64,
+    /// Share of the waiting here nested deeper than the waiters' loop's
+    /// wait: inside a unit of work, with work in hand.
+    #[serde(default)]
+    pub nested_share: f64,
     /// Time asleep by syscall.
     pub syscalls: BTreeMap<String, u64>,
     /// Distinct futex words or semaphores waited on (one per waiter for a

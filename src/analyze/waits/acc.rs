@@ -277,8 +277,64 @@ fn exact_sleeps(inp: &Inputs<'_>) -> HashMap<CallKey, (u64, u64, u32)> {
 /// Where each (tid, waker tid) pair's sleeps were, for the wake stacks.
 pub type PairSites = HashMap<(u32, u32), BTreeMap<String, f64>>;
 
+/// A sampled sleep placed in its thread's call tree: its site, its stack
+/// and the site's frame on it (None: the stack was cut short), and the
+/// sleep it stands for.
+#[derive(Clone, Debug)]
+pub struct Placed {
+    pub site: String,
+    pub tid: u32,
+    /// Its index in `Inputs::sleeps`, and the site's frame on its stack.
+    pub sample: usize,
+    pub at: Option<usize>,
+    /// Frames between the site's frame and its thread's entry function (the
+    /// outermost frame past the C library's and C++ runtime's thread start;
+    /// None: cut short, or a VM's thread, whose entry is the VM's).
+    pub from_entry: Option<usize>,
+    pub ns: f64,
+    /// Samples it stands for.
+    pub samples: u64,
+}
+
+/// Outermost frames of a thread that are the C library's or C++ runtime's
+/// thread (or process) start, not the program's.
+const THREAD_START: &[&str] = &[
+    "clone",
+    "clone3",
+    "start_thread",
+    "__libc_start_call_main",
+    "__libc_start_main_impl",
+    "__libc_start_main",
+    "_start",
+    "execute_native_thread_routine",
+];
+
+/// Frames between frame `at` and the thread's entry function on `frames`
+/// (innermost first), if the stack is whole and not a VM's.
+fn from_entry(frames: &[String], at: usize, truncated: bool) -> Option<usize> {
+    use crate::stacks::frame::{function, jit_kind};
+    if truncated || frames.iter().any(|f| jit_kind(f).is_some()) {
+        return None;
+    }
+    // The C library's and C++ runtime's frames (named, or unnamed in a
+    // stripped libstdc++: `libstdc++.so.6.0.30+0xd44a2`) start threads.
+    let runtime = |f: &str| {
+        let (name, location, _) = crate::stacks::frame::split(f);
+        let module = name
+            .rsplit_once("+0x")
+            .map_or(location.unwrap_or(""), |(m, _)| m);
+        crate::stacks::symbolize::is_runtime_library(module)
+    };
+    let entry = frames.iter().rposition(|f| {
+        !THREAD_START.contains(&function(f)) && !f.contains("std::thread") && !runtime(f)
+    })?;
+    entry.checked_sub(at)
+}
+
 pub struct Gathered {
     pub sites: BTreeMap<String, SiteAcc>,
+    /// Every sampled sleep, placed.
+    pub placed: Vec<Placed>,
     pub pair_sites: PairSites,
     /// Per lock word, its sleeping by site.
     pub lock_sites: HashMap<LockKey, BTreeMap<String, f64>>,
@@ -290,6 +346,7 @@ pub fn gather(inp: &Inputs<'_>) -> Gathered {
     let mut sites: BTreeMap<String, SiteAcc> = BTreeMap::new();
     let mut pair_sites: PairSites = HashMap::new();
     let mut lock_sites: HashMap<LockKey, BTreeMap<String, f64>> = HashMap::new();
+    let mut placed = vec![];
     for (i, s) in inp.sleeps.iter().enumerate() {
         let (site, via) = site_of(&s.frames, s.runtime, WAIT_WORDS);
         let (fns, fcount) = scale
@@ -297,6 +354,22 @@ pub fn gather(inp: &Inputs<'_>) -> Gathered {
             .copied()
             .unwrap_or((1.0, 1.0));
         let ns = s.tally.ns as f64 * fns;
+        // The site's frame, or else the first of the program's own.
+        let at = s
+            .frames
+            .iter()
+            .skip(s.runtime)
+            .position(|f| crate::stacks::frame::function(f) == site)
+            .map_or(s.runtime, |p| p + s.runtime);
+        placed.push(Placed {
+            site: site.clone(),
+            tid: s.key.tid,
+            sample: i,
+            at: (!s.truncated && at < s.frames.len()).then_some(at),
+            from_entry: from_entry(&s.frames, at, s.truncated),
+            ns,
+            samples: s.tally.samples,
+        });
         let count = s.tally.count as f64 * fcount;
         let name = syscall_name(s.key.nr);
         let prior = prior_of(&name, &s.frames, &site);
@@ -379,6 +452,7 @@ pub fn gather(inp: &Inputs<'_>) -> Gathered {
     }
     Gathered {
         sites,
+        placed,
         pair_sites,
         lock_sites,
     }

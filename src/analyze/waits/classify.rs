@@ -11,7 +11,7 @@
 
 use super::acc::SiteAcc;
 use super::prior::WaitPrior;
-use super::signals::{Busy, Handovers};
+use super::signals::{Busy, Handovers, Nesting};
 use crate::report::WaitClass;
 
 /// Waits that returned at once, as a share of all waits here, above which
@@ -37,6 +37,11 @@ pub const MIN_BUSY_BETWEEN_SHARE: f64 = 0.25;
 /// processes and the kernel, producers in the target) that decides the
 /// class when no sign of contention does.
 pub const MIN_RELEASE_SHARE: f64 = 0.5;
+/// Share of a site's waiting at its threads' shallowest wait (their loop)
+/// or nested deeper, from which that says whether they have work in hand:
+/// a loop's condition or queue wait is between units of work whatever the
+/// threads do between; a nested wait is inside one.
+pub const MIN_NESTING_SHARE: f64 = 0.5;
 /// Sleeps per waiter at or under which a site only parks threads once
 /// (start-up, teardown, a join).
 pub const MAX_PARKED_WAITS: f64 = 2.0;
@@ -48,18 +53,41 @@ fn pct(x: f64) -> String {
 }
 
 /// The class of a site and the evidence that decided it.
-pub fn classify(a: &SiteAcc, b: Busy, h: &Handovers, wall: f64) -> (WaitClass, Vec<String>) {
+pub fn classify(
+    a: &SiteAcc,
+    b: Busy,
+    h: &Handovers,
+    n: Nesting,
+    wall: f64,
+) -> (WaitClass, Vec<String>) {
     let waits = a.count.max(1.0);
     let waiters = a.waiters.len().max(1) as f64;
     let per_waiter = a.count / waiters;
     let prior = a.prior();
     let turns = h.turns_share(a.woken_ns);
     let relays = h.relay_share(a.woken_ns);
-    let work = b.between_share >= MIN_BUSY_BETWEEN_SHARE;
-    let work_ev = format!(
-        "the waiters run or wait for a CPU {} of their time between waits here (their waits for work elsewhere left out)",
-        pct(b.between_share)
-    );
+    // Work in hand: where the wait sits in the threads' loops says it when
+    // it can (a lock acquisition holds nothing back: it is taken to work);
+    // else what they do between their waits here.
+    let looped = n.loop_share >= MIN_NESTING_SHARE && prior != WaitPrior::LockAcquire;
+    let nested = n.nested_share >= MIN_NESTING_SHARE;
+    let work = nested || (!looped && b.between_share >= MIN_BUSY_BETWEEN_SHARE);
+    let work_ev = if nested {
+        format!(
+            "{} of the waiting is nested in the waiters' work, deeper than their loop's own wait: they have work in hand",
+            pct(n.nested_share)
+        )
+    } else if looped {
+        format!(
+            "{} of the waiting is their loop's own wait, between units of work (they also wait deeper, within one)",
+            pct(n.loop_share)
+        )
+    } else {
+        format!(
+            "the waiters run or wait for a CPU {} of their time between waits here (their waits for work elsewhere left out)",
+            pct(b.between_share)
+        )
+    };
     let busy_ev = format!("the waiters run {} of the run", pct(b.run_share));
     if prior == WaitPrior::Sleep && a.futile == 0.0 {
         return (

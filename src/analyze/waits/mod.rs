@@ -43,7 +43,7 @@ use crate::tally::{SleepKey, SleepTally};
 
 pub use classify::{
     MAX_PARKED_WAITS, MIN_BUSY_BETWEEN_SHARE, MIN_BUSY_SHARE, MIN_FUTILE_PER_S, MIN_FUTILE_SHARE,
-    MIN_PARKED_SHARE, MIN_RELEASE_SHARE, MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE,
+    MIN_NESTING_SHARE, MIN_PARKED_SHARE, MIN_RELEASE_SHARE, MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE,
 };
 pub use signals::RELAY_MAX_RAN_NS;
 pub use site::{PLATFORM_WAIT_WORDS, VM_CALLING, WAIT_WORDS, WAKE_WORDS, display, site_of};
@@ -61,6 +61,8 @@ pub struct SleepSample {
     pub frames: Vec<String>,
     /// Leading strings of `frames` in runtime libraries.
     pub runtime: usize,
+    /// The stack was cut short at its outer end (its depth is unknown).
+    pub truncated: bool,
     pub tally: SleepTally,
 }
 
@@ -146,10 +148,18 @@ fn idle_time(
 pub fn build(inp: &Inputs<'_>) -> Waits {
     let acc::Gathered {
         mut sites,
+        placed,
         pair_sites,
         lock_sites,
     } = acc::gather(inp);
     merge::inlined(&mut sites);
+    let merged_into: HashMap<String, String> = sites
+        .iter()
+        .flat_map(|(name, a)| a.aliases.iter().map(move |x| (x.clone(), name.clone())))
+        .collect();
+    let canonical = |s: &str| merged_into.get(s).cloned().unwrap_or_else(|| s.to_string());
+    let nesting = signals::nesting(&placed, inp.sleeps, &canonical);
+    let nest = |name: &str| nesting.get(name).copied().unwrap_or_default();
     let wall = inp.duration_ns.max(1) as f64;
     let usage = acc::thread_times(inp, wall);
     let from = signals::wake_from(inp.wakes);
@@ -165,7 +175,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             let b = signals::busy(a, &usage, &none, wall);
             (
                 name.clone(),
-                classify::classify(a, b, &handovers[name], wall).0,
+                classify::classify(a, b, &handovers[name], nest(name), wall).0,
             )
         })
         .collect();
@@ -183,7 +193,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         }
         let busy = signals::busy(a, &usage, &elsewhere, wall);
         let h = handovers[name];
-        let (class, evidence) = classify::classify(a, busy, &h, wall);
+        let (class, evidence) = classify::classify(a, busy, &h, nest(name), wall);
         verdicts.insert(
             name.clone(),
             report::Verdict {
@@ -191,6 +201,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
                 evidence,
                 busy,
                 handovers: h,
+                nesting: nest(name),
             },
         );
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::Inputs;
 use super::acc::{PairSites, ReleaseAcc, SiteAcc};
-use super::signals::{Busy, Handovers};
+use super::signals::{Busy, Handovers, Nesting};
 use super::site::{WAKE_WORDS, site_of};
 use crate::report::{CountedStack, Release, TimedStack, WaitClass, WaitSite};
 
@@ -18,6 +18,7 @@ pub struct Verdict {
     pub evidence: Vec<String>,
     pub busy: Busy,
     pub handovers: Handovers,
+    pub nesting: Nesting,
 }
 
 pub fn site_report(
@@ -86,6 +87,8 @@ pub fn site_report(
         processes: a.pids.len() as u32,
         waiter_cpu_share: v.busy.run_share,
         waiter_between_busy_share: v.busy.between_share,
+        loop_share: v.nesting.loop_share,
+        nested_share: v.nesting.nested_share,
         syscalls: a
             .syscalls
             .into_iter()

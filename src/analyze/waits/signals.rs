@@ -302,3 +302,143 @@ mod tests {
         );
     }
 }
+
+/// Frames at most between a wait's site and its thread's entry function for
+/// it to be the thread's loop: the entry function itself, what it calls to
+/// fetch its next unit of work (MariaDB's tpool `worker_main` ->
+/// `get_task`), or that behind a thread trampoline (pigz's `ignition` ->
+/// `compress_thread` -> its job wait). A wait three calls or more into a
+/// thread is inside what it does.
+pub const MAX_LOOP_FROM_ENTRY: usize = 2;
+
+/// Share of a thread's waiting at a site, and samples there, for the site
+/// to count in finding the thread's loop: a one-off wait (at start-up) does
+/// not, and a loop's short wait (a connection reading its next request, 2%
+/// of the waiting of one queued on a row lock the rest) does.
+pub const MIN_DEPTH_SHARE: f64 = 0.01;
+pub const MIN_DEPTH_SAMPLES: u64 = 3;
+/// Frames a wait must reach deeper than another below the two stacks'
+/// deepest common frame to be nested in the other's loop: one more is a
+/// runtime's own wait nested in itself (Ruby's GVL timer waits one call
+/// below its plain wait), not a unit of work.
+pub const MIN_NESTED_EXTRA: usize = 2;
+
+/// Where a site's waits sit in their threads' loops, as shares of its
+/// sampled waiting (truncated stacks left out).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Nesting {
+    /// At the shallowest wait of a thread that also waits deeper, or called
+    /// by the thread's entry function itself (its loop): between units of
+    /// work (a pool fetching its next task, a server reading the next
+    /// request).
+    pub loop_share: f64,
+    /// Deeper than its thread's shallowest wait at another site: inside one
+    /// unit of work, with work in hand (a row lock taken while serving a
+    /// request).
+    pub nested_share: f64,
+}
+
+/// Frames below the deepest frame that `a` and `b` (innermost first) share
+/// from their outer ends, down to frame `at` of `a`.
+fn below_common(a: &[String], at: usize, b: &[String]) -> Option<usize> {
+    let common = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let depth = a.len().checked_sub(at)?;
+    depth.checked_sub(common).filter(|&d| d > 0)
+}
+
+/// Each site's nesting (see `Nesting`), from the placed samples; sites are
+/// named as `canonical` gives (an inlined method's waits under its own).
+pub fn nesting(
+    placed: &[super::acc::Placed],
+    sleeps: &[super::SleepSample],
+    canonical: &dyn Fn(&str) -> String,
+) -> HashMap<String, Nesting> {
+    // Per thread, per site: (waiting, samples, the heaviest placed sample).
+    type AtSite<'a> = (f64, u64, Option<&'a super::acc::Placed>);
+    let mut by_thread: HashMap<u32, BTreeMap<String, AtSite<'_>>> = HashMap::new();
+    let mut total: HashMap<u32, f64> = HashMap::new();
+    for p in placed {
+        *total.entry(p.tid).or_default() += p.ns;
+        if p.at.is_none() {
+            continue;
+        }
+        let e = by_thread
+            .entry(p.tid)
+            .or_default()
+            .entry(canonical(&p.site))
+            .or_default();
+        e.0 += p.ns;
+        e.1 += p.samples;
+        if e.2.is_none_or(|q| q.ns < p.ns) {
+            e.2 = Some(p);
+        }
+    }
+    // Per thread: its loop sites and its nested ones.
+    let mut roles: HashMap<(u32, String), (bool, bool)> = HashMap::new();
+    for (tid, sites) in &by_thread {
+        let all = total[tid].max(1.0);
+        let counted: Vec<(&String, &super::acc::Placed)> = sites
+            .iter()
+            .filter(|(_, (ns, samples, _))| {
+                ns / all >= MIN_DEPTH_SHARE && *samples >= MIN_DEPTH_SAMPLES
+            })
+            .filter_map(|(s, (_, _, p))| Some((s, (*p)?)))
+            .collect();
+        for (sa, pa) in &counted {
+            for (sb, pb) in &counted {
+                if sa == sb {
+                    continue;
+                }
+                let (fa, fb) = (&sleeps[pa.sample].frames, &sleeps[pb.sample].frames);
+                let (Some(a), Some(b)) = (
+                    below_common(fa, pa.at.unwrap_or(0), fb),
+                    below_common(fb, pb.at.unwrap_or(0), fa),
+                ) else {
+                    continue;
+                };
+                if b >= a + MIN_NESTED_EXTRA {
+                    roles.entry((*tid, (*sa).clone())).or_default().0 = true;
+                    roles.entry((*tid, (*sb).clone())).or_default().1 = true;
+                }
+            }
+        }
+    }
+    let mut out: HashMap<String, (f64, f64, f64)> = HashMap::new();
+    for p in placed {
+        let site = canonical(&p.site);
+        let e = out.entry(site.clone()).or_default();
+        // Cut-short stacks count in the whole: what is known of the rest
+        // must not speak for them (a GVL's waits deep in the VM are cut
+        // short, its waits at a thread's start are not).
+        e.2 += p.ns;
+        if p.at.is_none() {
+            continue;
+        }
+        let (looped, nested) = roles
+            .get(&(p.tid, site.clone()))
+            .copied()
+            .unwrap_or_default();
+        if p.from_entry.is_some_and(|x| x <= MAX_LOOP_FROM_ENTRY) || (looped && !nested) {
+            e.0 += p.ns;
+        } else if nested && !looped {
+            e.1 += p.ns;
+        }
+    }
+    out.into_iter()
+        .map(|(site, (looped, nested, all))| {
+            let share = |x: f64| if all > 0.0 { x / all } else { 0.0 };
+            (
+                site,
+                Nesting {
+                    loop_share: share(looped),
+                    nested_share: share(nested),
+                },
+            )
+        })
+        .collect()
+}

@@ -1,4 +1,5 @@
 use super::acc::{Outcome, outcome};
+use super::signals::MAX_LOOP_FROM_ENTRY;
 use super::*;
 use crate::model::OffReason;
 use crate::stacks::frame::short_function;
@@ -184,11 +185,19 @@ fn sleep(tid: u32, site: &str, ns: u64, count: u64, ret: i32, by: Option<Waker>)
             ret,
             waker: by,
         },
+        // Called by the work a thread does, not its loop itself.
         frames: frames(&[
             "__futex_abstimed_wait_common (libc.so.6)",
             &format!("{site} (a.c:1)"),
+            "handle_request (a.c:10)",
+            "dispatch (a.c:12)",
+            "serve (a.c:15)",
+            "worker (a.c:20)",
+            "start_thread (pthread_create.c:442)",
+            "clone3 (clone3.S:81)",
         ]),
         runtime: 1,
+        truncated: false,
         tally: SleepTally {
             ns,
             count,
@@ -634,7 +643,10 @@ fn waiters_waking_the_next_right_after_their_own_wake_up_relay_and_take_no_turns
             "__futex_abstimed_wait_common (libc.so.6)",
             "___pthread_cond_wait (libc.so.6)",
             &format!("{site} (a.c:1)"),
+            "handle_request (a.c:5)",
+            "dispatch (a.c:7)",
             "worker (a.c:9)",
+            "start_thread (pthread_create.c:442)",
         ])
     };
     let run = |ran_log2: u8| {
@@ -658,7 +670,10 @@ fn waiters_waking_the_next_right_after_their_own_wake_up_relay_and_take_no_turns
                         "futex_wake (libc.so.6)",
                         "___pthread_cond_signal (libc.so.6)",
                         "queue_pop (a.c:5)",
+                        "handle_request (a.c:5)",
+                        "dispatch (a.c:7)",
                         "worker (a.c:9)",
+                        "start_thread (pthread_create.c:442)",
                     ]),
                     runtime: 2,
                     weight: 500,
@@ -734,4 +749,116 @@ fn a_methods_waits_under_the_caller_it_was_inlined_into_are_one_site() {
     assert!(merged.contended_sites.contains("Srv$$Lambda.run"));
     let apart = run(0.4);
     assert_eq!(apart.sites.len(), 2, "{:?}", apart.sites);
+}
+
+/// Issue 19: where a wait sits in its thread's loop. A pool's fetch for
+/// its next task, called by the thread's entry (MAX_LOOP_FROM_ENTRY
+/// frames at most), is between units of work however its threads wake
+/// each other (MariaDB's tpool); deeper, it is inside the work. A site
+/// counts as the loop when MIN_NESTING_SHARE of its waiting is there.
+#[test]
+fn a_pools_fetch_at_its_loop_is_between_units_of_work_and_deeper_it_is_not() {
+    let at = |tid: u32, callers: &[&str], ns: u64| {
+        let mut f = vec![
+            "__futex_abstimed_wait_common (libc.so.6)".to_string(),
+            "___pthread_cond_wait (libc.so.6)".to_string(),
+            "fetch (a.c:1)".to_string(),
+        ];
+        f.extend(callers.iter().map(|c| format!("{c} (a.c:9)")));
+        f.push("start_thread (pthread_create.c:442)".into());
+        let mut s = on_lock(
+            sleep(tid, "fetch", ns, 200, 0, waker(tid % 4 + 1, true)),
+            LockKey::Private {
+                pid: 1,
+                addr: 0x1028,
+            },
+        );
+        s.frames = f;
+        s.runtime = 2;
+        s
+    };
+    let run = |loop_ns: u64, deep_ns: u64, entry_calls: usize| {
+        let mut callers = vec!["step"; entry_calls.saturating_sub(1)];
+        callers.push("worker");
+        let mut sleeps = vec![];
+        for t in 1..=4 {
+            if loop_ns > 0 {
+                sleeps.push(at(t, &callers, loop_ns));
+            }
+            if deep_ns > 0 {
+                sleeps.push(at(t, &["a", "b", "c", "worker"], deep_ns));
+            }
+        }
+        let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 300_000_000)).collect();
+        build_sites(&sleeps, &threads, &[]).sites[0].clone()
+    };
+    // fetch <- worker (the entry): 1 frame; <- step <- worker: 2.
+    for calls in [1, MAX_LOOP_FROM_ENTRY] {
+        let s = run(600_000_000, 0, calls);
+        assert_eq!(s.loop_share, 1.0, "{s:?}");
+        assert_ne!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    }
+    let s = run(600_000_000, 0, MAX_LOOP_FROM_ENTRY + 1);
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    // Over MIN_NESTING_SHARE of the waiting at the loop, and under it.
+    let s = run(510_000_000, 490_000_000, 1);
+    assert!(s.loop_share > MIN_NESTING_SHARE, "{s:?}");
+    assert_ne!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    let s = run(490_000_000, 510_000_000, 1);
+    assert!(s.loop_share < MIN_NESTING_SHARE, "{s:?}");
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+}
+
+/// Issue 19: a connection thread's row-lock wait, deeper than its wait for
+/// the next request, is nested in its work: it has work in hand however
+/// little it runs between (its time between waits there is spent reading
+/// requests).
+#[test]
+fn a_wait_nested_deeper_than_the_threads_loop_has_work_in_hand() {
+    let read = crate::names::syscall_nr("read").unwrap();
+    let with = |tid: u32, nr: u32, chain: &[&str], ns: u64, by: Option<Waker>| {
+        let mut s = sleep(tid, "x", ns, 500, 0, by);
+        s.key.nr = nr;
+        if nr == read {
+            s.key.lock = None;
+        }
+        s.frames = chain.iter().map(|c| format!("{c} (a.c:1)")).collect();
+        s.frames
+            .insert(0, "__futex_abstimed_wait_common (libc.so.6)".into());
+        s
+    };
+    let mut sleeps = vec![];
+    for t in 1..=4u32 {
+        sleeps.push(with(
+            t,
+            futex(),
+            &[
+                "take_row",
+                "update_row",
+                "execute",
+                "do_command",
+                "conn_main",
+            ],
+            300_000_000,
+            waker(t % 4 + 1, true),
+        ));
+        let mut client = waker(99, false);
+        if let Some(c) = client.as_mut() {
+            c.pid = 2;
+        }
+        sleeps.push(with(
+            t,
+            read,
+            &["net_read", "do_command", "conn_main"],
+            600_000_000,
+            client,
+        ));
+    }
+    let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 20_000_000)).collect();
+    let w = build_sites(&sleeps, &threads, &[]);
+    let lock = w.sites.iter().find(|s| s.function == "take_row").unwrap();
+    assert_eq!(lock.nested_share, 1.0, "{lock:?}");
+    assert_eq!(lock.class, WaitClass::Contention, "{:?}", lock.evidence);
+    let net = w.sites.iter().find(|s| s.function == "net_read").unwrap();
+    assert_eq!(net.loop_share, 1.0, "{net:?}");
 }
