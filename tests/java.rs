@@ -157,8 +157,23 @@ fn workers_contend(r: &Report, method: &str) {
     assert_eq!(workers.len(), 4);
     let s = site(r, method);
     assert_eq!(s.class, WaitClass::Contention, "{s:?}");
-    assert_eq!(s.waiters, 4, "{s:?}");
-    assert!(s.waiter_tids.iter().all(|t| workers.contains(t)), "{s:?}");
+    let comms: Vec<(u32, &str)> = s
+        .waiter_tids
+        .iter()
+        .map(|t| {
+            let c = r
+                .threads
+                .iter()
+                .find(|x| x.tid == *t)
+                .map_or("?", |x| x.comm.as_str());
+            (*t, c)
+        })
+        .collect();
+    assert_eq!(s.waiters, 4, "{comms:?} {s:?}");
+    assert!(
+        s.waiter_tids.iter().all(|t| workers.contains(t)),
+        "{comms:?} {s:?}"
+    );
     // A contended Java lock parks each waiter on its own parker.
     assert!(s.lock_words >= 4, "{s:?}");
     // HotSpot spins adaptively before it parks, so how many acquisitions
@@ -192,7 +207,21 @@ fn a_reentrant_lock_is_one_wait_site_named_by_the_java_method_with_its_idle_pool
         s.stacks
     );
     idle_pool_apart(r);
-    let f = &r.findings[0];
+    let f = r.findings.first().unwrap_or_else(|| {
+        panic!(
+            "no finding; locks {:?}",
+            r.locks
+                .iter()
+                .map(|l| (
+                    l.display_name(),
+                    l.contention,
+                    l.waits,
+                    l.wait_ns,
+                    l.threads
+                ))
+                .collect::<Vec<_>>()
+        )
+    });
     assert!(f.id.starts_with("lock."), "{:?}", r.findings);
     assert_eq!(
         f.culprit.name.split(" via ").next(),
@@ -211,7 +240,21 @@ fn a_synchronized_block_is_one_wait_site_named_by_the_java_method_issue_12() {
     jit_frames_named(r);
     workers_contend(r, "JavaLocks.synchronizedWorker");
     idle_pool_apart(r);
-    let f = &r.findings[0];
+    let f = r.findings.first().unwrap_or_else(|| {
+        panic!(
+            "no finding; locks {:?}",
+            r.locks
+                .iter()
+                .map(|l| (
+                    l.display_name(),
+                    l.contention,
+                    l.waits,
+                    l.wait_ns,
+                    l.threads
+                ))
+                .collect::<Vec<_>>()
+        )
+    });
     assert!(f.id.starts_with("lock."), "{:?}", r.findings);
     assert_eq!(
         f.culprit.name.split(" via ").next(),

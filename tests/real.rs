@@ -16,8 +16,16 @@ mod common;
 mod gawk_strftime;
 #[path = "real/mariadb-hot-row/test.rs"]
 mod mariadb_hot_row;
+#[path = "real/memcached-hot-key/test.rs"]
+mod memcached_hot_key;
+#[path = "real/node-spin/test.rs"]
+mod node_spin;
+#[path = "real/rocketmq-commitlog/test.rs"]
+mod rocketmq_commitlog;
 #[path = "real/ruby-gvl/test.rs"]
 mod ruby_gvl;
+#[path = "real/zabbix-pollers/test.rs"]
+mod zabbix_pollers;
 
 use std::path::Path;
 use std::process::Command;

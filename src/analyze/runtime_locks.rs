@@ -94,6 +94,12 @@ const MALLOC_FRAMES: &[&str] = &[
     "arena_thread_freeres",
 ];
 
+/// Whether a function is the JVM's safepoint wait: a thread stopped for a VM
+/// operation (its caller, `SafepointMechanism::process`, is only the poll).
+pub fn is_safepoint(function: &str) -> bool {
+    function.starts_with(SAFEPOINT_FRAMES[0])
+}
+
 /// Whether a frame is unnamed (`libfoo.so+0x1234`).
 pub fn unnamed(frame: &str) -> bool {
     let f = function(frame);

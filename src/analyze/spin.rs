@@ -130,6 +130,50 @@ fn plain_load_spinning(sites: &[CpuSite], code: &HashMap<FrameLoc, Vec<u8>>) -> 
     out
 }
 
+/// A runtime's atomic load that its JIT calls instead of inlining the load
+/// (V8's `Atomics.load` builtin): samples in it are its caller's loads,
+/// and the caller's loop around the call is out of sight of the code bytes
+/// a sample carries.
+pub const LOAD_HELPERS: &[&str] = &["Builtins_AtomicsLoad"];
+/// The share of a JIT function's samples, its own and its load helper's
+/// calls', in the helper, from which it polls memory in a loop: its time
+/// goes to loading one value again and again.
+pub const MIN_LOAD_HELPER_SHARE: f64 = 0.5;
+
+/// The program's JIT function a load helper's sample was called from.
+fn load_helper_caller(s: &CpuSite) -> Option<&str> {
+    let leaf = s.user_frames.first()?;
+    if !LOAD_HELPERS.contains(&function(leaf)) {
+        return None;
+    }
+    s.user_frames[1..]
+        .iter()
+        .find(|f| crate::stacks::frame::jit_kind(f) == Some(crate::stacks::jit::JitKind::Program))
+        .map(|f| function(f))
+}
+
+/// The JIT functions that poll through a load helper (MIN_LOAD_HELPER_SHARE
+/// of their samples, MIN_LOOP_SAMPLES at least).
+fn load_helper_spinners(sites: &[CpuSite]) -> HashSet<String> {
+    // function -> (samples in the helper called from it, its own samples)
+    let mut by_fn: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for s in sites.iter().filter(|s| !s.in_kernel) {
+        if let Some(caller) = load_helper_caller(s) {
+            by_fn.entry(caller).or_default().0 += s.samples;
+        } else if let Some(f) = s.user_frames.first() {
+            by_fn.entry(function(f)).or_default().1 += s.samples;
+        }
+    }
+    by_fn
+        .into_iter()
+        .filter(|(_, (helper, own))| {
+            *helper >= MIN_LOOP_SAMPLES
+                && *helper as f64 >= MIN_LOAD_HELPER_SHARE * (*helper + *own) as f64
+        })
+        .map(|(f, _)| f.to_string())
+        .collect()
+}
+
 /// Names of the PAUSE helpers spin loops call (Linux's, Intel's intrinsic,
 /// Rust's, HotSpot's, the JDK's).
 const PAUSE_HELPERS: &[&str] = &[
@@ -143,6 +187,9 @@ const PAUSE_HELPERS: &[&str] = &[
 /// The function a spin loop is named by: the spinning one, not a PAUSE
 /// helper it calls.
 fn spinning_function(s: &CpuSite) -> String {
+    if let Some(caller) = load_helper_caller(s) {
+        return caller.to_string();
+    }
     s.user_frames
         .iter()
         .map(|x| function(x))
@@ -168,11 +215,13 @@ pub fn spin(
                 .is_some_and(|f| cas.contains(function(f)))
     };
     let plain = plain_load_spinning(sites, code);
+    let helped = load_helper_spinners(sites);
     let load_spin = |s: &CpuSite| {
         !s.spinning
             && !cas_spin(s)
             && !s.in_kernel
-            && s.at.as_ref().is_some_and(|a| plain.contains(a))
+            && (s.at.as_ref().is_some_and(|a| plain.contains(a))
+                || load_helper_caller(s).is_some_and(|c| helped.contains(c)))
     };
     let kind = |s: &CpuSite| {
         if s.spinning {
@@ -369,5 +418,39 @@ mod tests {
         };
         assert_eq!(with(MIN_LOOP_SAMPLES), MIN_LOOP_SAMPLES);
         assert_eq!(with(MIN_LOOP_SAMPLES - 1), 0);
+    }
+
+    /// Issue 19 (node-spin): V8 calls its Atomics.load builtin from the
+    /// JIT loop that polls, so the samples land in the builtin: they are
+    /// the caller's loads when MIN_LOAD_HELPER_SHARE of its samples are.
+    #[test]
+    fn a_jit_loop_polling_through_a_load_builtin_spins_in_the_caller_issue_19() {
+        let js = "JS:*waitForJob /app/w.js:100:22 (jit)";
+        let run = |helper: u64, own: u64| {
+            let sites = vec![
+                site(
+                    1,
+                    false,
+                    &[
+                        "Builtins_AtomicsLoad (node)",
+                        js,
+                        "JS:*main /app/w.js:1:1 (jit)",
+                    ],
+                    helper,
+                    None,
+                ),
+                site(2, false, &[js, "JS:*main /app/w.js:1:1 (jit)"], own, None),
+            ];
+            spin(&sites, &HashMap::new(), &[], 1_000_000_000)
+        };
+        let r = run(51, 49);
+        assert_eq!(r.loops.len(), 1, "{r:?}");
+        assert_eq!(r.loops[0].function, "JS:*waitForJob /app/w.js:100:22");
+        assert_eq!(r.loops[0].kind, "plain-loads");
+        assert_eq!(r.load_spin_samples, 51);
+        assert!(run(49, 51).loops.is_empty());
+        // Too few samples say nothing.
+        assert!(run(MIN_LOOP_SAMPLES - 1, 0).loops.is_empty());
+        const { assert!(0.51 >= MIN_LOAD_HELPER_SHARE && 0.49 < MIN_LOAD_HELPER_SHARE) };
     }
 }

@@ -59,8 +59,20 @@ pub fn jit_kind(frame: &str) -> Option<super::jit::JitKind> {
         (_, Some(lib), _) if super::symbolize::is_language_runtime(lib) => {
             Some(super::jit::JitKind::Platform)
         }
+        (name, Some(_), _) if is_v8_internal(name.trim()) => Some(super::jit::JitKind::Platform),
         _ => None,
     }
+}
+
+/// V8's own code, linked into whatever binary embeds it (node, a browser):
+/// its C++ (`v8::internal::`, return type first for some) and its embedded
+/// builtins (`Builtins_CEntry_...`). Like a JVM's libjvm, the runtime a
+/// program's JIT methods pass through: an `Atomics.wait` is the JS
+/// function's wait, not `FutexEmulation::WaitSync`'s.
+pub const V8_PREFIXES: &[&str] = &["v8::internal::", "Builtins_"];
+
+fn is_v8_internal(name: &str) -> bool {
+    V8_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// The function a frame names: `ns_get (icinga.c:115)` -> `ns_get`.

@@ -54,6 +54,13 @@ pub fn run(extra: &[&str], argv: &[&str]) -> Profiled {
         .output()
         .expect("running kerntax");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    // KERNTAX_TEST_KEEP=DIR keeps each report (to read a failed test's).
+    if let Some(keep) = std::env::var_os("KERNTAX_TEST_KEEP") {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{}-{n}.json", std::process::id());
+        let _ = std::fs::copy(&json, std::path::Path::new(&keep).join(name));
+    }
     let text = std::fs::read_to_string(&json)
         .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
     let report: Report = serde_json::from_str(&text).expect("the JSON report parses as a Report");

@@ -281,18 +281,21 @@ pub fn build(
                 _ => (name.symbol.clone(), name.address),
             };
             // Its role: the program's function that waits on it.
-            let role = w
-                .iter()
-                .max_by_key(|s| s.weight)
-                .map(|s| {
-                    crate::analyze::waits::site_of(
-                        &s.frames,
-                        s.runtime,
-                        crate::analyze::waits::WAIT_WORDS,
-                    )
-                    .0
-                })
-                .map(|f| crate::stacks::frame::short_function(&f));
+            let role = w.iter().max_by_key(|s| s.weight).map(|s| {
+                let f = crate::analyze::waits::site_of(
+                    &s.frames,
+                    s.runtime,
+                    crate::analyze::waits::WAIT_WORDS,
+                )
+                .0;
+                // A stripped binary's function, read with its nearest
+                // named callers, as its wait site reads.
+                let short = crate::stacks::frame::short_function(&f);
+                match crate::analyze::waits::named_callers_in(&s.frames, &f) {
+                    Some(ctx) => format!("{short} in {ctx}"),
+                    None => short,
+                }
+            });
             // Contention from the wait sites where they saw its waits.
             let classes: Vec<WaitClass> = g
                 .keys

@@ -458,9 +458,16 @@ pub fn gather(inp: &Inputs<'_>) -> Gathered {
     }
 }
 
+/// The share of a site's time on one (syscall, lock) from which a thread
+/// never sampled on that word is counted as waiting there: a word says
+/// where a thread waits only where it is what the site waits on (a VM's
+/// heap lock or safepoint word is met briefly at any site).
+pub const MIN_UNSAMPLED_WORD_SHARE: f64 = 0.5;
+
 /// Threads whose sleeps on a (syscall, lock) were never sampled: their
 /// exact time goes to the sites others were seen waiting at on the same
-/// (syscall, lock), in proportion.
+/// (syscall, lock), in proportion, where that word is most of the site's
+/// waiting (MIN_UNSAMPLED_WORD_SHARE).
 fn add_unsampled(inp: &Inputs<'_>, sites: &mut BTreeMap<String, SiteAcc>) {
     let sampled: BTreeSet<CallKey> = inp
         .sleeps
@@ -479,14 +486,20 @@ fn add_unsampled(inp: &Inputs<'_>, sites: &mut BTreeMap<String, SiteAcc>) {
                 .push((tid, pid, ns, count));
         }
     }
+    let mains = |a: &SiteAcc, key: &(u32, Option<LockKey>)| {
+        a.by_nr_lock
+            .get(key)
+            .copied()
+            .filter(|here| *here >= MIN_UNSAMPLED_WORD_SHARE * a.ns && *here > 0.0)
+    };
     for (key, threads) in by_key {
-        let total: f64 = sites.values().filter_map(|a| a.by_nr_lock.get(&key)).sum();
+        let total: f64 = sites.values().filter_map(|a| mains(a, &key)).sum();
         if total <= 0.0 {
             continue;
         }
         let name = syscall_name(key.0);
         for a in sites.values_mut() {
-            let Some(&here) = a.by_nr_lock.get(&key) else {
+            let Some(here) = mains(a, &key) else {
                 continue;
             };
             let share = here / total;

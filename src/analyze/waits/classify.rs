@@ -25,6 +25,11 @@ pub const MIN_TURNS_SHARE: f64 = 0.5;
 /// Share of sleeps that time out, above which waits that retry are polls
 /// for something (a lock handed over with a timed wait, as a GIL does).
 pub const MIN_TIMEOUT_SHARE: f64 = 0.5;
+/// ... provided this share of the waits is ended by a wake: a holder that
+/// hands the lock over ends some of them (a GIL's drop request is answered
+/// by a signal). Waits that all time out, woken by no one, poll for
+/// something no one holds (an idle service's timed poll of its queue).
+pub const MIN_RETRY_WOKEN_SHARE: f64 = 0.05;
 /// The waiters' CPU time over the run, under which they idle (said in the
 /// evidence of a site with no other sign).
 pub const MIN_BUSY_SHARE: f64 = 0.05;
@@ -139,6 +144,7 @@ pub fn classify(
     }
     let timeout_share = a.timed_out / waits;
     if timeout_share >= MIN_TIMEOUT_SHARE
+        && a.woken / waits >= MIN_RETRY_WOKEN_SHARE
         && work
         && per_waiter > MAX_PARKED_WAITS
         && a.waiters.len() >= 2

@@ -2,8 +2,12 @@
 //! into its caller names the wait by the caller from then on: a lock taken
 //! in `handleRequest` waits under `handleRequest` while it is compiled
 //! alone and under the lambda that calls it once C2 has inlined it. Both
-//! are the same wait: the same prior, and the second site's method is the
-//! first one's caller on its stacks.
+//! are the same wait: the same prior, the same lock words (the same
+//! threads' parkers, the same lock), and the second site's method is the
+//! first one's caller on its stacks. Without a word in common the two
+//! wait for different things (RocketMQ's broker: a GC allocation's brief
+//! wait on the heap lock under the commit log's lock would otherwise have
+//! taken the lock's waits and its name).
 
 use std::collections::BTreeMap;
 
@@ -57,6 +61,7 @@ pub fn inlined(sites: &mut BTreeMap<String, SiteAcc>) {
         }
         if let Some(b) = sites.get(&up)
             && b.prior() == prior
+            && !a.locks.is_disjoint(&b.locks)
             && program_method(b, &up)
             && !into.iter().any(|(from, _)| *from == up || *from == *name)
         {

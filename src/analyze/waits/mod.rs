@@ -41,12 +41,16 @@ use crate::model::{LockKey, OffCpuCounters, Waker};
 use crate::report::{WaitClass, WaitSite};
 use crate::tally::{SleepKey, SleepTally};
 
+pub use acc::MIN_UNSAMPLED_WORD_SHARE;
 pub use classify::{
     MAX_PARKED_WAITS, MIN_BUSY_BETWEEN_SHARE, MIN_BUSY_SHARE, MIN_FUTILE_PER_S, MIN_FUTILE_SHARE,
-    MIN_NESTING_SHARE, MIN_PARKED_SHARE, MIN_RELEASE_SHARE, MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE,
+    MIN_NESTING_SHARE, MIN_PARKED_SHARE, MIN_RELEASE_SHARE, MIN_RETRY_WOKEN_SHARE,
+    MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE,
 };
 pub use signals::RELAY_MAX_RAN_NS;
-pub use site::{PLATFORM_WAIT_WORDS, VM_CALLING, WAIT_WORDS, WAKE_WORDS, display, site_of};
+pub use site::{
+    PLATFORM_WAIT_WORDS, VM_CALLING, WAIT_WORDS, WAKE_WORDS, display, named_callers_in, site_of,
+};
 
 /// Sites kept in the report (most time first).
 const MAX_SITES: usize = 200;

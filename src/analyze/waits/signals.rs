@@ -201,9 +201,12 @@ pub fn handovers(a: &SiteAcc, site: &str, inp: &Inputs<'_>, from: &WakeFrom) -> 
         };
         h.relay_ns += w.ns * relay_share;
         let turn = w.prior == WaitPrior::LockAcquire
-            || a.lock_waiters
-                .get(&w.object)
-                .is_some_and(|t| t.contains(&w.waker))
+            // The same lock object: a wait on no word (epoll, a read) has
+            // none, and two threads in epoll_wait share nothing by it.
+            || (w.object.is_some()
+                && a.lock_waiters
+                    .get(&w.object)
+                    .is_some_and(|t| t.contains(&w.waker)))
             || (shuffled && waiter)
             || w.object.is_some_and(|o| a.held_objects.contains(&o));
         if turn {

@@ -19,6 +19,9 @@ pub const WAIT_WORDS: &[&str] = &[
     "timedwait",
     "lock",
     "trylock",
+    "rwlock",
+    "rdlock",
+    "wrlock",
     "locked",
     "mutex",
     "latch",
@@ -67,6 +70,18 @@ pub const VM_CALLING: &str = " calling ";
 /// the first own frame past the runtime's; wrappers are own frames whose
 /// name has one of `wrapper_words`.
 pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (String, Vec<String>) {
+    // A thread stopped at a safepoint waits for the VM's operation,
+    // whatever method it was stopped in.
+    if let Some(i) = frames
+        .iter()
+        .position(|f| crate::analyze::runtime_locks::is_safepoint(function(f)))
+    {
+        let via = frames[runtime.min(i)..i]
+            .iter()
+            .map(|f| function(f).to_string())
+            .collect();
+        return (function(&frames[i]).to_string(), via);
+    }
     let own: Vec<&str> = frames.iter().skip(runtime).map(String::as_str).collect();
     if own.is_empty() {
         // All runtime: name it by the outermost runtime frame.
@@ -186,11 +201,16 @@ const NAMED_CALLERS: usize = 2;
 /// The nearest named functions that called an unnamed site's function, on
 /// its heaviest stack, outermost last: `A ← B`.
 pub fn named_callers(site: &WaitSite) -> Option<String> {
-    if !crate::analyze::runtime_locks::unnamed(&site.function) {
+    named_callers_in(&site.stacks.first()?.frames, &site.function)
+}
+
+/// The nearest named functions below `function_name` on `frames`
+/// (innermost first), when it has no name itself: `A ← B`.
+pub fn named_callers_in(frames: &[String], function_name: &str) -> Option<String> {
+    if !crate::analyze::runtime_locks::unnamed(function_name) {
         return None;
     }
-    let frames = &site.stacks.first()?.frames;
-    let at = frames.iter().position(|f| function(f) == site.function)?;
+    let at = frames.iter().position(|f| function(f) == function_name)?;
     let named: Vec<String> = frames[at + 1..]
         .iter()
         .filter(|f| {

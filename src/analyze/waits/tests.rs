@@ -386,26 +386,50 @@ fn an_idle_pool_woken_by_a_producer_waits_for_work() {
     assert!(w.contended_calls.is_empty());
 }
 
+/// Timed waits retried by busy threads are a queue for something held
+/// (a GIL's holder answers a drop request with a signal): contention when
+/// MIN_RETRY_WOKEN_SHARE of the waits end in a wake; waits that all time
+/// out poll for what no one holds (issue 19: RocketMQ's idle timer-store
+/// pollers, 2,414 timeouts of 2,414 waits).
 #[test]
 fn timed_waits_retried_by_busy_threads_are_contention_and_parked_ones_are_not() {
     let etimedout = -libc::ETIMEDOUT;
-    let sleeps: Vec<SleepSample> = (1..=3)
-        .map(|t| {
-            sleep(
+    let run = |woken: u64| {
+        let mut sleeps: Vec<SleepSample> = vec![];
+        for t in 1..=3 {
+            sleeps.push(sleep(
                 t,
                 "acquire_global",
                 300_000_000,
                 60,
                 etimedout,
                 waker(0, false),
-            )
-        })
-        .collect();
-    let threads: Vec<ThreadUsage> = (1..=3).map(|t| thread(t, 300_000_000)).collect();
-    let s = &build_sites(&sleeps, &threads, &[]).sites[0];
+            ));
+            if woken > 0 {
+                sleeps.push(sleep(
+                    t,
+                    "acquire_global",
+                    1_000_000,
+                    woken,
+                    0,
+                    waker(9, true),
+                ));
+            }
+        }
+        let threads: Vec<ThreadUsage> = (1..=3).map(|t| thread(t, 300_000_000)).collect();
+        build_sites(&sleeps, &threads, &[]).sites[0].clone()
+    };
+    // 4 of 64 waits woken: 6.3%; 3 of 63: 4.8%.
+    const { assert!(4.0 / 64.0 >= MIN_RETRY_WOKEN_SHARE && 3.0 / 63.0 < MIN_RETRY_WOKEN_SHARE) };
+    let s = run(4);
     assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
     assert_eq!(s.timed_out, 180);
+    for woken in [3, 0] {
+        let s = run(woken);
+        assert_ne!(s.class, WaitClass::Contention, "{woken}: {:?}", s.evidence);
+    }
     // Threads parked once for most of the run.
+    let threads: Vec<ThreadUsage> = (1..=3).map(|t| thread(t, 300_000_000)).collect();
     let parked: Vec<SleepSample> = (1..=3)
         .map(|t| sleep(t, "wait_for_start", 800_000_000, 1, 0, waker(9, true)))
         .collect();
@@ -861,4 +885,134 @@ fn a_wait_nested_deeper_than_the_threads_loop_has_work_in_hand() {
     assert_eq!(lock.class, WaitClass::Contention, "{:?}", lock.evidence);
     let net = w.sites.iter().find(|s| s.function == "net_read").unwrap();
     assert_eq!(net.loop_share, 1.0, "{net:?}");
+}
+
+/// CI (tests/java.rs): a worker stopped at a safepoint inside its
+/// synchronized method was a wait of that method, so the dispatcher's and
+/// the Service Thread's unsampled safepoint waits on the same barrier word
+/// made them waiters of the workers' monitor (6 waiters, not 4).
+#[test]
+fn a_thread_stopped_at_a_safepoint_waits_for_the_vm_not_in_its_method_issue_19() {
+    let f: Vec<String> = [
+        "syscall (syscall.S:38)",
+        "LinuxWaitBarrier::wait(int) (libjvm.so)",
+        "SafepointSynchronize::block(JavaThread*) (libjvm.so)",
+        "SafepointMechanism::process(JavaThread*, bool) (libjvm.so)",
+        "ThreadSafepointState::handle_polling_page_exception() (libjvm.so)",
+        "SafepointBlob (jit)",
+        "JavaLocks.synchronizedWorker (jit)",
+        "Interpreter (jit)",
+        "thread_entry(JavaThread*, JavaThread*) (libjvm.so)",
+        "start_thread (pthread_create.c:442)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (site, via) = site_of(&f, 1, WAIT_WORDS);
+    assert_eq!(site, "SafepointSynchronize::block(JavaThread*)");
+    assert_eq!(via, ["LinuxWaitBarrier::wait(int)"]);
+    // The monitor's own wait in the same method stays the method's.
+    let mut monitor = f.clone();
+    monitor.splice(
+        1..5,
+        [
+            "os::PlatformEvent::park() (libjvm.so)",
+            "ObjectMonitor::EnterI(JavaThread*) (libjvm.so)",
+        ]
+        .map(String::from),
+    );
+    monitor.remove(2 + 1);
+    assert_eq!(
+        site_of(&monitor, 1, WAIT_WORDS).0,
+        "JavaLocks.synchronizedWorker"
+    );
+}
+
+/// A thread never sampled on a word joins the sites where that word is
+/// what the site waits on (MIN_UNSAMPLED_WORD_SHARE of its time), not a
+/// site that met it briefly (issue 19: RocketMQ's housekeeping threads,
+/// never sampled on the JVM's heap lock, counted as waiters of the commit
+/// log's lock site where one send thread once waited on the heap lock).
+#[test]
+fn a_thread_never_sampled_on_a_word_waits_where_the_word_is_the_sites_own_issue_19() {
+    let heap = LockKey::Private {
+        pid: 1,
+        addr: 0x9000,
+    };
+    let on = |s: SleepSample, k: LockKey| on_lock(s, k);
+    let run = |heap_ns: u64| {
+        let mut sleeps = vec![];
+        for t in 1..=4 {
+            // Each worker parks on its own word at the lock...
+            sleeps.push(sleep(
+                t,
+                "put",
+                1_000_000_000 - heap_ns,
+                100,
+                0,
+                waker(t % 4 + 1, true),
+            ));
+            // ... and meets the heap lock there now and then.
+            sleeps.push(on(
+                sleep(t, "put", heap_ns, 10, 0, waker(t % 4 + 1, true)),
+                heap,
+            ));
+        }
+        let threads: Vec<ThreadUsage> = (1..=5).map(|t| thread(t, 300_000_000)).collect();
+        // Thread 5 slept on the heap lock, never sampled.
+        let offcpu = [off(
+            5,
+            OffReason::Syscall {
+                nr: futex(),
+                lock: Some(heap),
+            },
+            50_000_000,
+        )];
+        build_with_offcpu(&sleeps, &threads, &[], &offcpu).sites[0].clone()
+    };
+    // The heap lock is 49% of the site's time, then 51%.
+    let s = run(490_000_000);
+    assert!(!s.waiter_tids.contains(&5), "{s:?}");
+    assert_eq!(s.waiters, 4);
+    let s = run(510_000_000);
+    assert!(s.waiter_tids.contains(&5), "{s:?}");
+    const { assert!(0.49 < MIN_UNSAMPLED_WORD_SHARE && 0.51 >= MIN_UNSAMPLED_WORD_SHARE) };
+}
+
+/// Issue 19: two sites with no lock word in common wait for different
+/// things, whichever calls which.
+#[test]
+fn sites_with_no_word_in_common_are_not_merged_as_inlined_forms_issue_19() {
+    let at = |tid: u32, chain: &[&str], word: u64| {
+        let mut f = vec![
+            "__futex_abstimed_wait_common (libc.so.6)",
+            "Parker::park(bool, long) (libjvm.so)",
+            "jdk.internal.misc.Unsafe.park (jit)",
+            "java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire (jit)",
+        ];
+        f.extend_from_slice(chain);
+        let mut s = on_lock(
+            sleep(tid, "x", 1_000_000_000, 100, 0, waker(tid % 4 + 1, true)),
+            LockKey::Private { pid: 1, addr: word },
+        );
+        s.frames = frames(&f);
+        s.runtime = 1;
+        s
+    };
+    let mut sleeps = vec![];
+    for t in 1..=4 {
+        sleeps.push(at(
+            t,
+            &["Srv.handle (jit)", "Srv$$Lambda.run (jit)"],
+            0x100 + u64::from(t),
+        ));
+        sleeps.push(at(
+            t,
+            &["Srv$$Lambda.run (jit)", "Interpreter (jit)"],
+            0x900,
+        ));
+    }
+    let threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 300_000_000)).collect();
+    let w = build_sites(&sleeps, &threads, &[]);
+    assert_eq!(w.sites.len(), 2, "{:?}", w.sites);
 }
