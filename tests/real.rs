@@ -50,6 +50,12 @@ fn corpus(name: &str, variant: &str) -> (Report, String) {
         .expect("running the corpus script");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // KERNTAX_TEST_KEEP=DIR keeps each report and what the script printed.
+    if let Some(keep) = std::env::var_os("KERNTAX_TEST_KEEP") {
+        let keep = Path::new(&keep);
+        let _ = std::fs::copy(&json, keep.join(format!("{name}-{variant}.json")));
+        let _ = std::fs::write(keep.join(format!("{name}-{variant}.out")), &stdout);
+    }
     assert!(
         out.status.success(),
         "{name} {variant} failed:\n{stdout}\n{stderr}"

@@ -889,6 +889,28 @@ fn wait_bottleneck_thresholds() {
     };
     assert!(fired(rule, &helpers(MIN_CONSUMERS_CPU_SHARE * UP)));
     assert!(!fired(rule, &helpers(MIN_CONSUMERS_CPU_SHARE * DOWN)));
+    // ... unless the waker is a saturated producer: its consumers idle
+    // because it cannot feed them faster (tests/sched.rs: consumers at 1%
+    // of the CPU, the producer at 97% of the run).
+    let saturated = |busy: f64| {
+        let mut r = helpers(MIN_CONSUMERS_CPU_SHARE * DOWN);
+        r.threads.retain(|t| t.tid != 1);
+        let wall = r.duration_ns as f64;
+        r.threads.push(ThreadReport {
+            tid: 1,
+            pid: 100,
+            comm: "t1".into(),
+            user_ns: (wall * busy) as u64,
+            sys_ns: 0,
+            voluntary_switches: 0,
+            involuntary_switches: 0,
+            yields: 0,
+            exited: false,
+        });
+        r
+    };
+    assert!(fired(rule, &saturated(MIN_PRODUCER_BUSY_SHARE * UP)));
+    assert!(!fired(rule, &saturated(MIN_PRODUCER_BUSY_SHARE * DOWN)));
     // Woken fewer times each than a producer hands out work (an idle pool
     // started once).
     let mut once = bottleneck(0.9, 4, 3.0);

@@ -65,6 +65,22 @@ pub const MIN_IDLE_CPUS: f64 = 0.5;
 /// workers held back (pigz's compressors use most of its CPU; a database's
 /// purge workers almost none of it).
 pub const MIN_CONSUMERS_CPU_SHARE: f64 = 0.25;
+/// ... unless the waker itself runs this share of the run: a saturated
+/// producer, whose consumers idle because it cannot make their work any
+/// faster, however little of it there is (the textbook bottleneck; a
+/// background thread waking idle helpers runs almost never).
+pub const MIN_PRODUCER_BUSY_SHARE: f64 = 0.5;
+
+/// A thread's CPU time over the run.
+fn busy_share(r: &Report, tid: u32) -> f64 {
+    let ns: f64 = r
+        .threads
+        .iter()
+        .filter(|t| t.tid == tid)
+        .map(|t| (t.user_ns + t.sys_ns) as f64)
+        .sum();
+    ratio(ns, wall_ns(r))
+}
 
 /// The CPU time of `tids` as a share of the target's.
 fn cpu_share_of(r: &Report, tids: &BTreeSet<u32>) -> f64 {
@@ -319,11 +335,19 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     at_least("threads_woken", k.woken.len() as f64, MIN_THREADS_WOKEN),
                     at_least("waiting_threads", waiting, MIN_WAITING_THREADS),
                     at_least("idle_cpus", idle_cpus, MIN_IDLE_CPUS),
-                    at_least(
-                        "consumers_cpu_share",
-                        cpu_share_of(r, &k.woken),
-                        MIN_CONSUMERS_CPU_SHARE,
-                    ),
+                    if busy_share(r, *tid) >= MIN_PRODUCER_BUSY_SHARE {
+                        at_least(
+                            "producer_busy_share",
+                            busy_share(r, *tid),
+                            MIN_PRODUCER_BUSY_SHARE,
+                        )
+                    } else {
+                        at_least(
+                            "consumers_cpu_share",
+                            cpu_share_of(r, &k.woken),
+                            MIN_CONSUMERS_CPU_SHARE,
+                        )
+                    },
                     at_most(
                         "timer_sleep_share",
                         ratio(timer_ns[tid], wall_ns(r)),
