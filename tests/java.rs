@@ -150,6 +150,25 @@ fn idle_pool_apart(r: &Report) {
     );
 }
 
+/// The first finding; without one, the locks' figures say why.
+fn first_finding(r: &Report) -> &kerntax::report::Finding {
+    r.findings.first().unwrap_or_else(|| {
+        panic!(
+            "no finding; locks {:?}",
+            r.locks
+                .iter()
+                .map(|l| (
+                    l.display_name(),
+                    l.contention,
+                    l.waits,
+                    l.wait_ns,
+                    l.threads
+                ))
+                .collect::<Vec<_>>()
+        )
+    })
+}
+
 /// The contended worker site: the Java method, all 4 workers, one parker
 /// per waiter, released by the workers themselves in the same method.
 fn workers_contend(r: &Report, method: &str) {
@@ -207,21 +226,7 @@ fn a_reentrant_lock_is_one_wait_site_named_by_the_java_method_with_its_idle_pool
         s.stacks
     );
     idle_pool_apart(r);
-    let f = r.findings.first().unwrap_or_else(|| {
-        panic!(
-            "no finding; locks {:?}",
-            r.locks
-                .iter()
-                .map(|l| (
-                    l.display_name(),
-                    l.contention,
-                    l.waits,
-                    l.wait_ns,
-                    l.threads
-                ))
-                .collect::<Vec<_>>()
-        )
-    });
+    let f = first_finding(r);
     assert!(f.id.starts_with("lock."), "{:?}", r.findings);
     assert_eq!(
         f.culprit.name.split(" via ").next(),
@@ -240,21 +245,7 @@ fn a_synchronized_block_is_one_wait_site_named_by_the_java_method_issue_12() {
     jit_frames_named(r);
     workers_contend(r, "JavaLocks.synchronizedWorker");
     idle_pool_apart(r);
-    let f = r.findings.first().unwrap_or_else(|| {
-        panic!(
-            "no finding; locks {:?}",
-            r.locks
-                .iter()
-                .map(|l| (
-                    l.display_name(),
-                    l.contention,
-                    l.waits,
-                    l.wait_ns,
-                    l.threads
-                ))
-                .collect::<Vec<_>>()
-        )
-    });
+    let f = first_finding(r);
     assert!(f.id.starts_with("lock."), "{:?}", r.findings);
     assert_eq!(
         f.culprit.name.split(" via ").next(),

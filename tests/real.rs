@@ -109,6 +109,39 @@ fn bad_run(name: &str, id: &str) -> (Report, String) {
 /// work, not their loop's own condition wait) or by what they do between
 /// waits, or they fight over the word (futile waits). (Each test says
 /// where wait.bottleneck may not be.)
+/// The target JVM's JIT frames were named: it was asked for its perf map
+/// and its JIT code keeps frame pointers.
+fn jvm_map_read(r: &Report) {
+    let jvm = r
+        .sampling
+        .jit
+        .iter()
+        .find(|j| j.pid == r.target_pid)
+        .unwrap_or_else(|| panic!("{:?}", r.sampling.jit));
+    assert!(
+        jvm.frame_pointers == Some(true) && jvm.perf_map_entries > 100,
+        "{jvm:?}"
+    );
+}
+
+/// Whether the finding's culprit stack has a frame containing `what`.
+fn culprit_has(f: &Finding, what: &str) -> bool {
+    f.culprit.frames.iter().any(|x| x.contains(what))
+}
+
+/// No wait site whose function matches `idle` is contention.
+fn not_contention(r: &Report, idle: impl Fn(&str) -> bool) {
+    for s in r.waits.iter().filter(|s| idle(&s.function)) {
+        assert_ne!(
+            s.class,
+            WaitClass::Contention,
+            "{}: {:?}",
+            s.function,
+            s.evidence
+        );
+    }
+}
+
 fn nothing_idle_is_contention(r: &Report) {
     use kerntax::analyze::waits::{MIN_BUSY_BETWEEN_SHARE, MIN_NESTING_SHARE};
     use kerntax::report::WaitPrior;
@@ -389,16 +422,7 @@ fn derby_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not() {
         "{release:?}"
     );
     // The server's JIT frames were named: the JVM was asked for its map.
-    let jvm = bad
-        .sampling
-        .jit
-        .iter()
-        .find(|j| j.pid == bad.target_pid)
-        .unwrap_or_else(|| panic!("{:?}", bad.sampling.jit));
-    assert!(
-        jvm.frame_pointers == Some(true) && jvm.perf_map_entries > 100,
-        "{jvm:?}"
-    );
+    jvm_map_read(&bad);
     // The JVM's own threads wait for time or work, never in contention.
     for s in bad
         .waits

@@ -45,15 +45,7 @@ fn mariadb_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not() {
         lock.nested_share
     );
     // InnoDB's background pool waits for tasks: not contention.
-    for s in bad.waits.iter().filter(|s| s.function.contains("get_task")) {
-        assert_ne!(
-            s.class,
-            WaitClass::Contention,
-            "{}: {:?}",
-            s.function,
-            s.evidence
-        );
-    }
+    not_contention(&bad, |f| f.contains("get_task"));
     nothing_idle_is_contention(&bad);
     lacks(&bad, "wait.bottleneck");
     let (healthy, _) = corpus("mariadb-hot-row", "healthy");

@@ -33,13 +33,7 @@ fn memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not()
         !name.contains("memcached+0x") || name.contains("event_base_loop"),
         "{name}"
     );
-    assert!(
-        f.culprit
-            .frames
-            .iter()
-            .any(|x| x.contains("pthread_mutex_lock")),
-        "{f:?}"
-    );
+    assert!(culprit_has(f, "pthread_mutex_lock"), "{f:?}");
     // One mutex (item_locks[] is calloc'd: an anonymous mapping), fought
     // over by the 4 workers, nearly every wait futile; released by the
     // same function's unlock.

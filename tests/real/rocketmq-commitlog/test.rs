@@ -52,17 +52,7 @@ const IDLE: &[&str] = &[
 ];
 
 fn idle_is_never_contention(r: &Report) {
-    for s in &r.waits {
-        if IDLE.iter().any(|idle| s.function.contains(idle)) {
-            assert_ne!(
-                s.class,
-                WaitClass::Contention,
-                "{}: {:?}",
-                s.function,
-                s.evidence
-            );
-        }
-    }
+    not_contention(r, |f| IDLE.iter().any(|idle| f.contains(idle)));
     nothing_idle_is_contention(r);
 }
 
@@ -155,16 +145,7 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
     }
     idle_is_never_contention(&bad);
     // The broker's JIT frames were named: the JVM was asked for its map.
-    let jvm = bad
-        .sampling
-        .jit
-        .iter()
-        .find(|j| j.pid == bad.target_pid)
-        .unwrap_or_else(|| panic!("{:?}", bad.sampling.jit));
-    assert!(
-        jvm.frame_pointers == Some(true) && jvm.perf_map_entries > 100,
-        "{jvm:?}"
-    );
+    jvm_map_read(&bad);
     lacks(&bad, "wait.bottleneck");
 
     let (healthy, _) = corpus("rocketmq-commitlog", "healthy");
