@@ -47,7 +47,7 @@ pub use classify::{
     MIN_NESTING_SHARE, MIN_PARKED_SHARE, MIN_RELEASE_SHARE, MIN_RETRY_WOKEN_SHARE,
     MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE,
 };
-pub use signals::RELAY_MAX_RAN_NS;
+pub use signals::{MIN_WAKERS_PER_WAITER, RELAY_MAX_RAN_NS};
 pub use site::{
     PLATFORM_WAIT_WORDS, VM_CALLING, WAIT_WORDS, WAKE_WORDS, display, named_callers_in, site_of,
 };

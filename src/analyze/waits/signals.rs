@@ -62,17 +62,21 @@ fn per_waiter_objects(a: &SiteAcc) -> bool {
 /// Whether the waiters woke one another in no fixed order: each woken
 /// waiter was woken by several of the others (a lock handed to whoever is
 /// next), not by one fixed neighbour (a pipeline's stages).
+/// The average is weighted by each waiter's woken waiting: a thread that
+/// waited there once (a Ruby main thread taking the GVL at start, woken by
+/// one thread) does not dilute how the busy waiters hand over.
 fn mixed_wakes(a: &SiteAcc) -> bool {
-    let mut wakers: HashMap<u32, BTreeSet<u32>> = HashMap::new();
+    let mut wakers: HashMap<u32, (BTreeSet<u32>, f64)> = HashMap::new();
     for w in &a.woken_sleeps {
         if w.waker != w.woken && a.waiters.contains(&w.waker) && a.waiters.contains(&w.woken) {
-            wakers.entry(w.woken).or_default().insert(w.waker);
+            let e = wakers.entry(w.woken).or_default();
+            e.0.insert(w.waker);
+            e.1 += w.ns;
         }
     }
-    a.waiters.len() >= 3
-        && !wakers.is_empty()
-        && wakers.values().map(|w| w.len() as f64).sum::<f64>() / wakers.len() as f64
-            >= MIN_WAKERS_PER_WAITER
+    let ns: f64 = wakers.values().map(|w| w.1).sum();
+    let weighted: f64 = wakers.values().map(|w| w.0.len() as f64 * w.1).sum();
+    a.waiters.len() >= 3 && ns > 0.0 && weighted / ns >= MIN_WAKERS_PER_WAITER
 }
 
 /// Where the wake-ups that could pass one on came from (those whose waker

@@ -1016,3 +1016,48 @@ fn sites_with_no_word_in_common_are_not_merged_as_inlined_forms_issue_19() {
     let w = build_sites(&sleeps, &threads, &[]);
     assert_eq!(w.sites.len(), 2, "{:?}", w.sites);
 }
+
+/// Issue 19 (ruby-gvl, one suite run of five): waiters on words of their
+/// own hand over in no fixed order when each is woken by
+/// MIN_WAKERS_PER_WAITER of the others, on average weighted by their woken
+/// waiting: the main thread's one wait at start, woken by one thread, does
+/// not make the GVL's four threads look like a fixed chain.
+#[test]
+fn a_thread_that_waited_once_does_not_hide_the_others_turns_issue_19() {
+    // Each thread on a condvar of its own.
+    let own = |s: SleepSample, t: u32| {
+        on_lock(
+            s,
+            LockKey::Private {
+                pid: 1,
+                addr: 0x1000 * u64::from(t),
+            },
+        )
+    };
+    // Threads 1 and 2 woken by 3 others, 3 and 4 by 2: 2.5 on average.
+    let mut sleeps = vec![];
+    for t in 1..=4u32 {
+        let by: Vec<u32> = (1..=4)
+            .filter(|b| *b != t)
+            .take(if t <= 2 { 3 } else { 2 })
+            .collect();
+        let ns = 600_000_000 / by.len() as u64;
+        for b in by {
+            sleeps.push(own(sleep(t, "wait_turn", ns, 500, 0, waker(b, true)), t));
+        }
+    }
+    // Three threads that waited there once each, woken by thread 1.
+    for t in 5..=7 {
+        sleeps.push(own(
+            sleep(t, "wait_turn", 1_000_000, 1, 0, waker(1, true)),
+            t,
+        ));
+    }
+    let threads: Vec<ThreadUsage> = (1..=7).map(|t| thread(t, 250_000_000)).collect();
+    let s = &build_sites(&sleeps, &threads, &[]).sites[0];
+    assert_eq!(s.waiters, 7);
+    // Unweighted: (3 + 3 + 2 + 2 + 1 + 1 + 1) / 7 = 1.86 wakers per waiter.
+    const { assert!(13.0 / 7.0 < MIN_WAKERS_PER_WAITER) };
+    assert!(s.turns_share > 0.9, "{s:?}");
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+}
