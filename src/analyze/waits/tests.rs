@@ -1060,4 +1060,29 @@ fn a_thread_that_waited_once_does_not_hide_the_others_turns_issue_19() {
     const { assert!(13.0 / 7.0 < MIN_WAKERS_PER_WAITER) };
     assert!(s.turns_share > 0.9, "{s:?}");
     assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    // The GVL's one mutex, re-taken by every condvar wait, a fifth of the
+    // site's time (over 1 - MIN_PER_WAITER_SHARE): its waker held it, and
+    // the per-thread condvars still say who hands over to whom.
+    let mut with_mutex = sleeps.clone();
+    for t in 1..=4u32 {
+        let mut m = on_lock(
+            sleep(t, "wait_turn", 150_000_000, 50, 0, waker(t % 4 + 1, true)),
+            LockKey::Private {
+                pid: 1,
+                addr: 0x9_0000,
+            },
+        );
+        m.frames.splice(
+            0..1,
+            [
+                "__GI___lll_lock_wait (lowlevellock.c:49)".to_string(),
+                "___pthread_mutex_lock (pthread_mutex_lock.c:93)".to_string(),
+            ],
+        );
+        m.runtime = 2;
+        with_mutex.push(m);
+    }
+    let s = &build_sites(&with_mutex, &threads, &[]).sites[0];
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    assert!(s.turns_share > 0.9, "{s:?}");
 }
