@@ -142,6 +142,24 @@ fn not_contention(r: &Report, idle: impl Fn(&str) -> bool) {
     }
 }
 
+/// No wait site in any of `syscalls` (a server's wait for clients, its
+/// timers) is contention.
+fn idle_syscalls_not_contention(r: &Report, syscalls: &[&str]) {
+    for s in r
+        .waits
+        .iter()
+        .filter(|s| syscalls.iter().any(|c| s.syscalls.contains_key(*c)))
+    {
+        assert_ne!(
+            s.class,
+            WaitClass::Contention,
+            "{}: {:?}",
+            kerntax::analyze::waits::display(s),
+            s.evidence
+        );
+    }
+}
+
 fn nothing_idle_is_contention(r: &Report) {
     use kerntax::analyze::waits::{MIN_BUSY_BETWEEN_SHARE, MIN_NESTING_SHARE};
     use kerntax::report::WaitPrior;

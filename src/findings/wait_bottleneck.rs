@@ -313,6 +313,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
             let waiting = ratio(k.wait_ns, wall_ns(r));
             let threads = r.threads.len().max(2) as f64 - 1.0;
             let idle_cpus = idle_cpus(r, r.threads.len() as f64);
+            let busy = busy_share(r, *tid);
             Draft {
                 id: ID,
                 title: format!(
@@ -335,12 +336,8 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     at_least("threads_woken", k.woken.len() as f64, MIN_THREADS_WOKEN),
                     at_least("waiting_threads", waiting, MIN_WAITING_THREADS),
                     at_least("idle_cpus", idle_cpus, MIN_IDLE_CPUS),
-                    if busy_share(r, *tid) >= MIN_PRODUCER_BUSY_SHARE {
-                        at_least(
-                            "producer_busy_share",
-                            busy_share(r, *tid),
-                            MIN_PRODUCER_BUSY_SHARE,
-                        )
+                    if busy >= MIN_PRODUCER_BUSY_SHARE {
+                        at_least("producer_busy_share", busy, MIN_PRODUCER_BUSY_SHARE)
                     } else {
                         at_least(
                             "consumers_cpu_share",

@@ -67,19 +67,13 @@ fn memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not()
         site.waiters == 4 && site.waiter_tids.iter().all(|t| workers.contains(t)),
         "{site:?}"
     );
-    for s in &bad.waits {
-        if s.syscalls.contains_key("epoll_wait") || s.syscalls.contains_key("clock_nanosleep") {
-            assert_ne!(
-                s.class,
-                WaitClass::Contention,
-                "{}: {:?}",
-                kerntax::analyze::waits::display(s),
-                s.evidence
-            );
-        }
-        if s.class == WaitClass::Contention {
-            assert!(s.waiter_tids.iter().all(|t| workers.contains(t)), "{s:?}");
-        }
+    idle_syscalls_not_contention(&bad, &["epoll_wait", "clock_nanosleep"]);
+    for s in bad
+        .waits
+        .iter()
+        .filter(|s| s.class == WaitClass::Contention)
+    {
+        assert!(s.waiter_tids.iter().all(|t| workers.contains(t)), "{s:?}");
     }
     nothing_idle_is_contention(&bad);
     lacks(&bad, "wait.bottleneck");

@@ -123,20 +123,7 @@ fn zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4() {
     // The other processes wait for time (zbx_sleep_loop), for IPC messages
     // (epoll_wait in libevent) or for PostgreSQL (poll in libpq): never
     // contention.
-    for s in &bad.waits {
-        if ["epoll_wait", "clock_nanosleep", "poll"]
-            .iter()
-            .any(|c| s.syscalls.contains_key(*c))
-        {
-            assert_ne!(
-                s.class,
-                WaitClass::Contention,
-                "{}: {:?}",
-                kerntax::analyze::waits::display(s),
-                s.evidence
-            );
-        }
-    }
+    idle_syscalls_not_contention(&bad, &["epoll_wait", "clock_nanosleep", "poll"]);
     nothing_idle_is_contention(&bad);
     lacks(&bad, "wait.bottleneck");
 
