@@ -54,15 +54,24 @@ fn node_workers_polling_a_shared_array_spin_and_waiting_in_atomics_wait_do_not()
         .unwrap_or_else(|| panic!("{:?}", bad.spin.loops));
     // Loads and compares only: no PAUSE, no CAS, no syscall.
     assert_eq!(l.kind, "plain-loads", "{l:?}");
-    // All 4 workers spin, more spinners than CPUs, and the spinning is
-    // most of the CPU (ground truth: 1.86-1.93 CPUs used, 58-64% of the
-    // samples in Builtins_AtomicsLoad called from the loop, 20-25% more in
-    // workerLoop's own code).
+    // All 4 workers spin, more spinners than CPUs, and the spinning is a
+    // large part of the CPU (ground truth: 1.86-1.93 CPUs used, 58-64% of
+    // the samples in Builtins_AtomicsLoad, 20-25% more in workerLoop's own
+    // code). kerntax counts a lower bound: the loads called from named JIT
+    // code only, not the 9-11% called from Ignition's interpreter frames
+    // (no function to name) nor the loop's JIT code around the call (it
+    // makes a call: not a loop of plain loads). 0.42-0.53 in 9 suite runs
+    // here, under 0.4 once in CI (issue 19): half again the rule's
+    // MIN_SPIN_SHARE.
     assert!(
         l.threads >= 3 && l.threads > bad.summary.cpus.min(2),
         "{l:?}"
     );
-    assert!(bad.spin.spin_share >= 0.4, "{:?}", bad.spin);
+    assert!(
+        bad.spin.spin_share >= 1.5 * kerntax::findings::spin_waste::MIN_SPIN_SHARE,
+        "{:?}",
+        bad.spin
+    );
     assert!(f.remedy.contains("Atomics.wait"), "{}", f.remedy);
     // node's JIT frames were named from its perf map (~4,900 entries).
     let node = bad
