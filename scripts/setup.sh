@@ -24,9 +24,11 @@ fi
 # clang builds the BPF programs; autoconf..m4 build the vendored libelf/zlib
 # of libbpf-sys; gcc and libc6-dev build the lab and fixture programs;
 # linux-libc-dev gives the syscall and errno name tables; libc6-dbg gives libc
-# frames file:line; util-linux (setpriv, unshare) and strace are used by tests.
+# frames file:line; util-linux (setpriv, unshare) and strace are used by tests;
+# python3.11 (Debian's, /usr/bin) runs the Python frame tests' fixtures.
 packages=(clang autoconf automake autopoint flex bison gawk m4 make gcc libc6-dev
-          linux-libc-dev libc6-dbg pkg-config util-linux strace ca-certificates curl)
+          linux-libc-dev libc6-dbg pkg-config util-linux strace ca-certificates curl
+          python3.11)
 # Installs those of the given Debian packages that are missing.
 kerntax_install() {
     local missing=() p

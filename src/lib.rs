@@ -12,6 +12,7 @@ pub mod demo;
 pub mod diff;
 pub mod error;
 pub mod findings;
+pub mod interp;
 pub mod jvm;
 pub mod model;
 pub mod names;

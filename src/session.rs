@@ -135,6 +135,37 @@ fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally
     tally.add(out);
 }
 
+/// Hands the CPython processes found since the last call to the BPF frame
+/// walk. One that cannot be registered (the map full) just gets no Python
+/// frames; `sampling.python` shows which were.
+fn register_pythons(collector: &Collector<'_>, unwinding: &mut Unwinding) {
+    for (pid, config) in std::mem::take(&mut unwinding.python.to_register) {
+        if collector.register_python(pid, &config).is_err() {
+            unwinding.python.stats.registrations_failed += 1;
+        }
+    }
+}
+
+/// What the interpreters' frame walk gave, for the report.
+fn interpreters(py: &crate::interp::python::frames::Pythons) -> crate::report::Interpreters {
+    let s = &py.stats;
+    crate::report::Interpreters {
+        seen: py
+            .seen
+            .iter()
+            .map(|(pid, what)| format!("pid {pid}: {what}"))
+            .collect(),
+        samples: s.samples,
+        samples_no_thread: s.samples_no_thread,
+        samples_fault: s.samples_fault,
+        samples_truncated: s.samples_truncated,
+        frames: s.frames,
+        frames_unreadable: s.frames_unreadable,
+        merge_mismatches: s.merge_mismatches,
+        registrations_failed: s.registrations_failed,
+    }
+}
+
 /// kerntax's own resource usage so far (all its threads).
 fn self_usage() -> libc::rusage {
     // SAFETY: a zeroed rusage is valid; getrusage fills the struct we pass.
@@ -291,6 +322,7 @@ fn watch(
         let to_probe = next_probe.saturating_duration_since(Instant::now());
         wait_readable(&fds, Some(remaining.map_or(to_probe, |r| r.min(to_probe))));
         handle(collector.poll(Duration::ZERO)?, unwinding, &mut tally);
+        register_pythons(collector, unwinding);
         if Instant::now() >= next_probe {
             probes.push(probe(collector, t0)?);
             next_probe += TIMELINE_INTERVAL;
@@ -439,6 +471,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let cpus = cpus_of(target.pid);
     phases.mark("starting the target, reading its maps");
     let baseline = track(&collector, &target)?;
+    register_pythons(&collector, &mut unwinding);
     if !target.is_child {
         // A running server registered its fds with epoll before now.
         let mut pids: Vec<u32> = baseline.iter().map(|t| t.pid).collect();
@@ -560,6 +593,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             stack_bytes_copied: crate::collect::STACK_BYTES as u64,
             unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
             jit: jit.processes,
+            interpreters: interpreters(&unwinding.python),
         },
         loss,
         profiler: Profiler {

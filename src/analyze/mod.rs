@@ -82,6 +82,7 @@ pub fn run(
     let symbols = Symbols::resolve(
         &unwinding.modules,
         &unwinding.jit_maps,
+        &unwinding.python,
         tally.stacks().flat_map(|s| &s.frames),
     );
     let frames = |s: &UnwoundStack| symbols.stack(&s.frames);

@@ -214,6 +214,8 @@ static __always_inline __u64 stack_span(struct task_struct *task, __u64 sp)
 
 #define KT_PF_EXITING 0x00000004
 
+#include "python.bpf.h"
+
 /*
  * Nothing of the user stack could be copied. That is no loss in do_exit
  * (the thread's user memory is, or is being, torn down) or inside execve
@@ -249,20 +251,32 @@ static __always_inline __u64 sample_wakeup(void)
 		       BPF_RB_NO_WAKEUP;
 }
 
-/* A record as long as the stack: copies into the ring buffer directly. */
+/*
+ * A record as long as the stack: copies into the ring buffer directly, the
+ * Python frames' records (py_walk) between the sample and the stack.
+ */
 static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __u32 len)
 {
-	const __u32 off = sizeof(struct kt_stack_sample);
+	__u32 zero = 0;
+	struct kt_py_scratch *sc = bpf_map_lookup_elem(&kt_py_scratch, &zero);
+	__u32 off = sizeof(struct kt_stack_sample), py_bytes = 0;
 	struct bpf_dynptr ptr;
 	__u32 first = 4096 - (sp & 4095);
 
+	if (sc) {
+		py_walk(s, sc);
+		py_bytes = s->py_frames * sizeof(struct kt_py_frame);
+		if (py_bytes > sizeof(sc->frames))
+			py_bytes = sizeof(sc->frames);
+	}
 	if (len > KT_STACK_BYTES)
 		len = KT_STACK_BYTES;
-	if (bpf_ringbuf_reserve_dynptr(&kt_events, off + len, 0, &ptr) != 0) {
+	if (bpf_ringbuf_reserve_dynptr(&kt_events, off + py_bytes + len, 0, &ptr) != 0) {
 		bpf_ringbuf_discard_dynptr(&ptr, 0);
 		count_loss(ringbuf_full);
 		return;
 	}
+	off += py_bytes;
 	if (bpf_probe_read_user_dynptr(&ptr, off, len, (void *)sp) != 0) {
 		/* As copy_stack_prefix: keep what lies before a missing page. */
 		__u32 got = 0;
@@ -280,7 +294,9 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
 			no_stack(s);
 	}
 	s->stack_len = len;
-	bpf_dynptr_write(&ptr, 0, s, off, 0);
+	bpf_dynptr_write(&ptr, 0, s, sizeof(struct kt_stack_sample), 0);
+	if (sc && py_bytes)
+		bpf_dynptr_write(&ptr, sizeof(struct kt_stack_sample), sc->frames, py_bytes, 0);
 	bpf_ringbuf_submit_dynptr(&ptr, sample_wakeup());
 }
 

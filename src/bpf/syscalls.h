@@ -13,6 +13,7 @@
 #include "locks.h"
 #include "polls.h"
 #include "sched.h"
+#include "python.h"
 
 /* Syscall numbers above this are counted as loss (x86_64 has ~470). */
 #define KT_MAX_SYSCALLS 512
@@ -171,7 +172,8 @@ struct kt_stack_sample {
 	__u64 sp;
 	__u64 bp;
 	__u32 stack_len;
-	__u32 _pad2;
+	__u16 py_frames;   /* Python frames' records (kt_py_frame) after this header */
+	__u16 py_flags;    /* KT_PY_*: whether and how the Python frames were read */
 	__u8 extra[KT_EXTRA_BYTES]; /* KT_SAMPLE_CODE or KT_SAMPLE_PATH */
 };
 
@@ -203,7 +205,9 @@ struct kt_sampler {
 
 /* The record: the sample, then stack_len bytes of stack. Where the kernel
  * can copy user memory into a ring buffer record of any size (Linux 6.13+,
- * bpf_probe_read_user_dynptr) the record is cut to what was copied. */
+ * bpf_probe_read_user_dynptr) the record is cut to what was copied, and
+ * py_frames Python frames' records (struct kt_py_frame) come between the
+ * sample and the stack; this fixed-size form carries none. */
 struct kt_stack_event {
 	struct kt_stack_sample s;
 	__u8 stack[KT_STACK_BYTES];

@@ -67,6 +67,11 @@ struct sched_entity {
 	u64 sum_exec_runtime;
 };
 
+/* x86-64: the user thread pointer (FS base), where glibc's TLS starts. */
+struct thread_struct {
+	unsigned long fsbase;
+};
+
 struct task_struct {
 	unsigned int flags;
 	struct mm_struct *mm;
@@ -83,6 +88,7 @@ struct task_struct {
 	unsigned long nivcsw;
 	u64 start_time;
 	char comm[16];
+	struct thread_struct thread;
 };
 
 struct super_block {

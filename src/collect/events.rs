@@ -12,9 +12,10 @@ unsafe impl plain::Plain for types::kt_stack_event {}
 unsafe impl plain::Plain for types::kt_stack_sample {}
 unsafe impl plain::Plain for types::kt_proc_event {}
 unsafe impl plain::Plain for types::kt_exit_maps_event {}
+unsafe impl plain::Plain for types::kt_py_proc {}
 
 #[allow(dead_code)]
-mod constants {
+pub(crate) mod constants {
     include!(concat!(env!("OUT_DIR"), "/bpf_constants.rs"));
 }
 use constants::*;
@@ -83,6 +84,9 @@ pub struct StackSample {
     pub code: Option<Vec<u8>>,
     /// A sampled call of a file syscall: the path it named.
     pub path: Option<String>,
+    /// A Python process's sample: the thread's Python frames as BPF read
+    /// them (None: the process is not registered as Python).
+    pub python: Option<crate::interp::python::walk::PyFrames>,
 }
 
 /// What an on-CPU sample saw besides the user stack.
@@ -102,6 +106,7 @@ impl StackSample {
     pub fn without_stack(&self) -> StackSample {
         StackSample {
             stack: Vec::new(),
+            python: None,
             ..self.clone()
         }
     }
@@ -186,6 +191,10 @@ impl Event {
                 // The sample, then as many stack bytes as were copied.
                 let head = size_of::<types::kt_stack_sample>();
                 let ev: &types::kt_stack_sample = plain::from_bytes(data.get(..head)?).ok()?;
+                // Then the Python frames' records, then the stack.
+                let py_bytes = usize::from(ev.py_frames) * size_of::<types::kt_py_frame>();
+                let py = data.get(head..head + py_bytes)?;
+                let head = head + py_bytes;
                 let stack = data.get(head..head + ev.stack_len as usize)?;
                 Some(Event::Stack(Box::new(StackSample {
                     pid: ev.hdr.pid,
@@ -238,6 +247,7 @@ impl Event {
                             .unwrap_or(ev.extra.len());
                         String::from_utf8_lossy(&ev.extra[..end]).into_owned()
                     }),
+                    python: crate::interp::python::walk::PyFrames::decode(ev.py_flags, py),
                 })))
             }
             KT_EV_FORK | KT_EV_EXEC => {
@@ -344,6 +354,38 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    /// Issue 20: a Python process's record carries its frames' records
+    /// between the sample and the stack.
+    #[test]
+    fn python_frames_come_between_the_sample_and_the_stack() {
+        let mut s = types::kt_stack_sample::default();
+        s.hdr.kind = KT_EV_STACK;
+        s.stack_len = 2;
+        s.py_frames = 1;
+        s.py_flags = KT_PY_WALKED as u16;
+        let mut bytes = record(&s);
+        let head = size_of::<types::kt_stack_sample>();
+        let mut data: Vec<u8> = view(&bytes, head).to_vec();
+        data.extend(0x7f00_1000u64.to_le_bytes());
+        data.extend(5i32.to_le_bytes());
+        data.extend([1, 0, 0, 0]);
+        data.extend([9, 8]);
+        bytes.clear();
+        match Event::decode(&data) {
+            Some(Event::Stack(s)) => {
+                assert_eq!(s.stack, vec![9, 8]);
+                let py = s.python.unwrap();
+                assert_eq!(
+                    (py.frames[0].code, py.frames[0].lasti, py.frames[0].entry),
+                    (0x7f00_1000, 5, 1)
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // Records cut short: rejected, not guessed at.
+        assert!(Event::decode(&data[..head + 10]).is_none());
     }
 
     #[test]

@@ -144,6 +144,18 @@ impl<'obj> Collector<'obj> {
         }
     }
 
+    /// Registers a CPython process for the frame walk at sample time
+    /// (src/bpf/python.bpf.h).
+    pub fn register_python(&self, pid: u32, config: &bpf::types::kt_py_proc) -> Result<()> {
+        // SAFETY: kt_py_proc is Plain: a repr(C) struct of integers.
+        let value = unsafe { plain::as_bytes(config) };
+        self.skel
+            .maps
+            .kt_py_procs
+            .update(&pid.to_ne_bytes(), value, MapFlags::ANY)
+            .context("registering a Python process")
+    }
+
     /// Seeds the interest-set sizes of the epoll instances `pids` already
     /// have (an attached server registered its fds before kerntax came):
     /// from /proc/PID/fdinfo, where each watched fd is a `tfd:` line.

@@ -289,10 +289,10 @@ pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
             .runtime_lock
             .as_deref()
             .and_then(crate::analyze::runtime_locks::by_name);
-        let name = match (runtime, s.locks.first(), s.via.first()) {
+        let name = match (runtime, s.locks.first(), unit_wrapper(s)) {
             (Some(rl), _, _) => rl.name.to_string(),
             (None, Some(lock), _) if s.lock_words <= 2 => lock.clone(),
-            (None, _, Some(_)) => format!("wait:{}", s.via[0]),
+            (None, _, Some(w)) => format!("wait:{w}"),
             _ => crate::analyze::waits::display(s),
         };
         let u = units.entry(name.clone()).or_insert_with(|| Unit {
@@ -323,6 +323,23 @@ pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
     }
     out.sort_by(|a, b| b.wait_ns.total_cmp(&a.wait_ns).then(a.name.cmp(&b.name)));
     out
+}
+
+/// The wrapper a site's waits go through that says which lock they are
+/// for, gathering sites into one unit: the outermost one that is not the
+/// Java platform's (RocketMQ's `PutMessageReentrantLock.lock`, Zabbix's
+/// `__zbx_rwlock_wrlock`), else the runtime's primitive they all reach
+/// (`Parker::park`). A platform class in between (`AbstractQueuedSynchronizer.acquire`)
+/// is every j.u.c. lock's: two program wrappers around it are two locks
+/// (issue 19: netty's PoolArena lock, 2 threads, had joined RocketMQ's put
+/// lock through their common `Parker::park`).
+pub fn unit_wrapper(s: &WaitSite) -> Option<&str> {
+    use crate::stacks::jit::{JitKind, kind};
+    s.via
+        .iter()
+        .rev()
+        .find(|w| kind(w) != JitKind::Platform)
+        .map(String::as_str)
 }
 
 /// Whether a site is named by a VM's own code (an interpreter frame, a

@@ -185,6 +185,57 @@ fn a_unit_is_named_by_a_method_before_the_interpreter() {
     );
 }
 
+/// Issue 19 (RocketMQ, 1 suite run of 4): netty's PoolArena lock (2
+/// threads) joined the put lock's unit through their common Parker::park
+/// and the finding said 18 threads for 16. Sites gather by the program's
+/// own wrapper when they have one; platform-only locks by the primitive.
+#[test]
+fn sites_gather_by_their_outermost_non_platform_wrapper() {
+    let jvm = |function: &str, tids: &[u32], wrapper: Option<&str>| {
+        let mut s = site(function, tids.len() as u32, 0.3, &[], "futex");
+        s.function = function.into();
+        s.waiter_tids = tids.to_vec();
+        s.lock_words = 8;
+        s.via = [
+            "Parker::park(bool, long)",
+            "Unsafe_Park",
+            "jdk.internal.misc.Unsafe.park",
+            "java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire",
+        ]
+        .iter()
+        .map(|v| v.to_string())
+        .chain(wrapper.map(String::from))
+        .collect();
+        s
+    };
+    let mut r = base();
+    r.waits = vec![
+        jvm(
+            "CommitLog.asyncPutMessage",
+            &[1, 2, 3, 4],
+            Some("store.PutLock.lock"),
+        ),
+        jvm("CommitLog.putMessages", &[5, 6], Some("store.PutLock.lock")),
+        jvm("PoolArena.allocate", &[7, 8], None),
+    ];
+    let units = common::contention_units(&r);
+    let sizes: Vec<(usize, usize)> = units
+        .iter()
+        .map(|u| (u.sites.len(), u.waiters.len()))
+        .collect();
+    assert_eq!(
+        sizes,
+        [(2, 6), (1, 2)],
+        "{:?}",
+        units.iter().map(|u| &u.name).collect::<Vec<_>>()
+    );
+    assert_eq!(common::unit_wrapper(&r.waits[2]), Some("Unsafe_Park"));
+    assert_eq!(
+        common::unit_wrapper(&r.waits[0]),
+        Some("store.PutLock.lock")
+    );
+}
+
 // lock.global-serializes
 
 fn global(threads: u32, waiting: f64, share: f64, cpus_used: f64) -> Report {

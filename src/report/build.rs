@@ -425,6 +425,7 @@ pub(crate) mod tests {
                 stack_bytes_copied: 0,
                 unwinder: "test".into(),
                 jit: vec![],
+                interpreters: Default::default(),
             },
             loss: Loss::default(),
             profiler: Profiler {

@@ -782,6 +782,34 @@ pub struct Sampling {
     /// were named.
     #[serde(default)]
     pub jit: Vec<JitProcess>,
+    /// Interpreters whose frames were read at sample time (CPython), and
+    /// what became of those frames.
+    #[serde(default)]
+    pub interpreters: Interpreters,
+}
+
+/// Interpreted frames (issue 20): the interpreters seen, one line each
+/// ("pid 123: CPython 3.11.2 (/usr/bin/python3.11)", or why its frames
+/// cannot be read), and counts of what the frame walk gave.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Interpreters {
+    pub seen: Vec<String>,
+    /// Samples of those processes whose frame chain was read.
+    pub samples: u64,
+    /// ... of threads with no interpreter state (threads it never ran on).
+    pub samples_no_thread: u64,
+    /// ... where a read failed midway (the frames before it kept).
+    pub samples_fault: u64,
+    /// ... deeper than the frames recorded per sample.
+    pub samples_truncated: u64,
+    /// Interpreted frames put into stacks, and of those, whose code could
+    /// not be read (gone, or not code): shown unnamed.
+    pub frames: u64,
+    pub frames_unreadable: u64,
+    /// Samples whose eval-loop frames and runs of interpreted frames did
+    /// not pair up one to one.
+    pub merge_mismatches: u64,
+    pub registrations_failed: u64,
 }
 
 /// One process's JIT code (a JVM, Node, CPython's perf trampolines): where

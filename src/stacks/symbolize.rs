@@ -10,6 +10,7 @@ use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::elf::ModuleTable;
 use super::jit::{self, JitMaps};
+use crate::interp::python::frames::Pythons;
 use crate::model::FrameLoc;
 
 /// Symbolized frames: each location becomes one or more strings (inlined
@@ -101,7 +102,7 @@ impl Symbols {
                     .get(*module)
                     .is_some_and(|p| is_runtime_library(p)),
                 FrameLoc::Unmapped { mapping, .. } => mapping.as_deref() == Some("[vdso]"),
-                FrameLoc::Jit { .. } => false,
+                FrameLoc::Jit { .. } | FrameLoc::Python { .. } => false,
             };
             if !runtime {
                 break;
@@ -114,6 +115,7 @@ impl Symbols {
     pub fn resolve<'a>(
         modules: &ModuleTable,
         jit_maps: &JitMaps,
+        python: &Pythons,
         locs: impl IntoIterator<Item = &'a FrameLoc>,
     ) -> Symbols {
         let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
@@ -142,6 +144,16 @@ impl Symbols {
                             format!("[jit] {addr:#x}")
                         }
                     };
+                    out.names.insert(loc.clone(), vec![s]);
+                }
+                FrameLoc::Python { pid, code, line } => {
+                    if out.names.contains_key(loc) {
+                        continue;
+                    }
+                    let s = python.name(*pid, *code, *line).unwrap_or_else(|| {
+                        out.unresolved += 1;
+                        format!("[python] {code:#x}")
+                    });
                     out.names.insert(loc.clone(), vec![s]);
                 }
             }
@@ -246,7 +258,12 @@ mod tests {
                 mapping: None,
             },
         ];
-        let s = Symbols::resolve(&ModuleTable::default(), &JitMaps::default(), &locs);
+        let s = Symbols::resolve(
+            &ModuleTable::default(),
+            &JitMaps::default(),
+            &Pythons::default(),
+            &locs,
+        );
         assert_eq!(
             s.stack(&locs),
             vec![

@@ -83,6 +83,8 @@ pub struct Unwinding {
     cache: CacheX86_64,
     /// The perf maps naming JIT frames, read once profiling stops.
     pub jit_maps: super::jit::JitMaps,
+    /// CPython processes: their frames merged into stacks, and named.
+    pub python: crate::interp::python::frames::Pythons,
     /// Processes whose memory map was read again in this batch of samples.
     reread: HashSet<u32>,
     pub stats: UnwindStats,
@@ -112,6 +114,9 @@ impl Unwinding {
 
     /// Keeps `mappings` as `pid`'s memory map, for unwinding and naming.
     fn keep(&mut self, pid: u32, mappings: Vec<Mapping>) {
+        if pid != std::process::id() {
+            self.python.learn(pid, &mappings);
+        }
         let p = self.build(&mappings);
         self.procs.insert(pid, p);
         self.mappings.insert(pid, mappings);
@@ -223,6 +228,7 @@ impl Unwinding {
     pub fn on_exec(&mut self, pid: u32, filename: &str) {
         self.before_exec.remove(&pid);
         self.procs.remove(&pid);
+        self.python.forget(pid);
         self.forked_from.remove(&pid);
         self.learn(pid);
         // A command run by a relative path: the exec names it relative to
@@ -250,6 +256,12 @@ impl Unwinding {
     /// mappings arrive.
     pub fn push(&mut self, s: StackSample, out: &mut Vec<Unwound>) {
         if self.before_exec.contains(&s.pid) {
+            return;
+        }
+        // A sample with no user stack needs no map (and its registers may
+        // be the replaced image's): it must not hold up the later ones.
+        if s.no_user_stack {
+            out.push(self.unwind(&s, s.pid));
             return;
         }
         // Once one sample waits, later ones wait too: order is kept.
@@ -363,6 +375,17 @@ impl Unwinding {
         }
         if truncated {
             self.stats.truncated += 1;
+        }
+        if let Some(py) = &s.python {
+            let paths = &self.modules.paths;
+            frames = self
+                .python
+                .merge(owner, frames, py, |f, eval, path| match f {
+                    FrameLoc::InModule { module, svma } => {
+                        eval.contains(svma) && paths.get(*module).is_some_and(|p| p == path)
+                    }
+                    _ => false,
+                });
         }
         let stack = UnwoundStack { frames, truncated };
         Unwound {

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * CPython's frame chain, read at sample time for processes user space
+ * registered in kt_py_procs (issue 20). A 3.11/3.12 frame lives in a
+ * per-thread chunk of heap that the next call reuses, not on the C stack
+ * the sample copies, so it must be read now; what the frame points to (the
+ * code object: names, file, line table) lives long and is read in user
+ * space, once per code object.
+ *
+ * Per sample: the thread pointer (task->thread.fsbase), the key of the
+ * interpreter's thread-state TSS, glibc's slot for it, the thread state,
+ * its current frame; then per frame one read of KT_PY_FRAME_READ bytes,
+ * recording the code object, the instruction it last ran and the two
+ * bytes that tell where a C call entered the interpreter.
+ */
+#ifndef KT_PYTHON_BPF_H
+#define KT_PYTHON_BPF_H
+
+#include "python.h"
+
+/* The bytes of a frame read at once: every field walked, 3.11 and 3.12. */
+#define KT_PY_FRAME_READ 80
+/* glibc keeps keys below this in the thread descriptor itself. */
+#define KT_PY_TSD_KEYS 32
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* tgid */
+	__type(value, struct kt_py_proc);
+} kt_py_procs SEC(".maps");
+
+struct kt_py_scratch {
+	struct kt_py_frame frames[KT_PY_FRAMES];
+	__u8 frame[KT_PY_FRAME_READ];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kt_py_scratch);
+} kt_py_scratch SEC(".maps");
+
+/* A field of the frame just read, at an offset user space gave (0 when
+ * outside what was read). */
+static __always_inline __u64 py_field(struct kt_py_scratch *sc, __u32 off)
+{
+	if (off > KT_PY_FRAME_READ - sizeof(__u64))
+		return 0;
+	return *(__u64 *)(sc->frame + off);
+}
+
+static __always_inline __u8 py_byte(struct kt_py_scratch *sc, __u32 off)
+{
+	if (off > KT_PY_FRAME_READ - 1)
+		return 0;
+	return sc->frame[off];
+}
+
+/*
+ * Walks the current thread's Python frames into `sc->frames`, setting
+ * s->py_frames and s->py_flags; nothing for a process not registered.
+ */
+static __always_inline void py_walk(struct kt_stack_sample *s, struct kt_py_scratch *sc)
+{
+	__u32 tgid = s->hdr.pid;
+	struct kt_py_proc *p = bpf_map_lookup_elem(&kt_py_procs, &tgid);
+	struct task_struct *task;
+	__u64 tp, tstate = 0, cframe = 0, frame = 0;
+	__s32 key;
+	__u32 n = 0;
+
+	if (!p)
+		return;
+	s->py_flags = KT_PY_WALKED;
+	task = bpf_get_current_task_btf();
+	tp = BPF_CORE_READ(task, thread.fsbase);
+	if (bpf_probe_read_user(&key, sizeof(key), (void *)p->key_addr) != 0)
+		goto fault;
+	if (key < 0 || key >= KT_PY_TSD_KEYS) {
+		s->py_flags |= KT_PY_NO_THREAD;
+		return;
+	}
+	if (bpf_probe_read_user(&tstate, sizeof(tstate),
+				(void *)(tp + p->tsd_offset + (__u64)key * p->tsd_stride)) != 0)
+		goto fault;
+	if (!tstate) {
+		s->py_flags |= KT_PY_NO_THREAD;
+		return;
+	}
+	if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(tstate + p->tstate_cframe)) != 0 ||
+	    !cframe || bpf_probe_read_user(&frame, sizeof(frame), (void *)(cframe + p->cframe_frame)) != 0)
+		goto fault;
+	for (int i = 0; i < KT_PY_FRAMES; i++) {
+		struct kt_py_frame *f = &sc->frames[i];
+		__u64 code, instr;
+
+		if (!frame)
+			break;
+		if (bpf_probe_read_user(sc->frame, sizeof(sc->frame), (void *)frame) != 0)
+			goto fault;
+		code = py_field(sc, p->frame_code);
+		instr = py_field(sc, p->frame_instr);
+		f->code = code;
+		/* Signed: a frame that has run nothing points one unit before. */
+		f->lasti = (__s32)((__s64)(instr - code - p->code_units) >> 1);
+		f->entry = py_byte(sc, p->frame_entry);
+		f->owner = py_byte(sc, p->frame_owner);
+		f->_pad = 0;
+		n = i + 1;
+		frame = py_field(sc, p->frame_previous);
+	}
+	if (frame)
+		s->py_flags |= KT_PY_TRUNCATED;
+	s->py_frames = n;
+	return;
+fault:
+	s->py_flags |= KT_PY_FAULT;
+	s->py_frames = n;
+}
+
+#endif

@@ -1,0 +1,277 @@
+//! Python frames in unwound stacks: each CPython process kerntax sees is
+//! registered for the BPF walk, and each sample's frame records take the
+//! place of the eval-loop frames that ran them (py-spy's merge): one
+//! `_PyEval_EvalFrameDefault` activation runs a run of Python frames, whose
+//! outermost entered from C (3.11's `is_entry`; 3.12 ends a run with a
+//! C-stack shim frame). Native frames of C code called from Python or
+//! calling into it stay where they are.
+//!
+//! Code objects are read while the process lives, when its samples are
+//! unwound, and kept by (pid, address) for naming.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::code::{CodeLayout, CodeObject};
+use super::discover::{self, Runtime};
+use super::walk::{PyFrameRec, PyFrames, frame_layout};
+use crate::collect::bpf::types;
+use crate::interp::memory::ProcessMemory;
+use crate::model::FrameLoc;
+use crate::stacks::maps::Mapping;
+
+/// What became of Python frames: reported in `sampling` and `loss`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PyStats {
+    /// Samples of Python processes whose chain was read.
+    pub samples: u64,
+    /// ... of threads Python never ran on (no thread state).
+    pub samples_no_thread: u64,
+    /// ... where a read in BPF failed midway.
+    pub samples_fault: u64,
+    /// ... deeper than the frames BPF records.
+    pub samples_truncated: u64,
+    /// Python frames merged into stacks.
+    pub frames: u64,
+    /// ... whose code object could not be read (gone, or not one).
+    pub frames_unreadable: u64,
+    /// Samples whose eval-loop frames and runs of Python frames did not
+    /// pair up one to one (merged as well as they could be).
+    pub merge_mismatches: u64,
+    /// Processes the BPF walk could not be told about.
+    pub registrations_failed: u64,
+}
+
+/// One CPython process.
+struct PyProcess {
+    runtime: Runtime,
+    /// Where its code objects' fields are.
+    layout: Option<CodeLayout>,
+    codes: HashMap<u64, Option<Arc<CodeObject>>>,
+}
+
+/// Every CPython process seen, and the code objects their frames name.
+#[derive(Default)]
+pub struct Pythons {
+    procs: HashMap<u32, PyProcess>,
+    /// Processes looked at and found not to be CPython (or unsupported).
+    not_python: std::collections::HashSet<u32>,
+    /// Registrations for BPF not yet made: (pid, what the walk needs).
+    pub to_register: Vec<(u32, types::kt_py_proc)>,
+    /// Interpreters seen per process: "3.11.2 (/usr/bin/python3.11)", or
+    /// why it cannot be walked.
+    pub seen: Vec<(u32, String)>,
+    pub stats: PyStats,
+}
+
+impl Pythons {
+    /// Looks at `pid`'s mappings once for a CPython, and registers it.
+    pub fn learn(&mut self, pid: u32, maps: &[Mapping]) {
+        if self.procs.contains_key(&pid) || self.not_python.contains(&pid) {
+            return;
+        }
+        let mem = ProcessMemory { pid };
+        let rt = match discover::find(maps, &mem) {
+            Ok(Some(rt)) => rt,
+            _ => {
+                self.not_python.insert(pid);
+                return;
+            }
+        };
+        let version = rt.version_text();
+        let config = frame_layout(rt.minor()).zip(rt.key_addr);
+        let Some((mut config, key_addr)) = config else {
+            self.seen.push((
+                pid,
+                format!(
+                    "CPython {version} ({}): not supported, no Python frames",
+                    rt.path
+                ),
+            ));
+            self.not_python.insert(pid);
+            return;
+        };
+        let layout = CodeLayout::read(&mem, rt.code_type, rt.minor()).ok();
+        let Some(units) = layout
+            .as_ref()
+            .and_then(|l| u16::try_from(l.basicsize).ok())
+        else {
+            self.seen.push((
+                pid,
+                format!(
+                    "CPython {version} ({}): its code type could not be read",
+                    rt.path
+                ),
+            ));
+            self.not_python.insert(pid);
+            return;
+        };
+        config.key_addr = key_addr;
+        config.code_units = units;
+        self.to_register.push((pid, config));
+        self.seen
+            .push((pid, format!("CPython {version} ({})", rt.path)));
+        self.procs.insert(
+            pid,
+            PyProcess {
+                runtime: rt,
+                layout,
+                codes: HashMap::new(),
+            },
+        );
+    }
+
+    /// A process's image was replaced: look at it again.
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+        self.not_python.remove(&pid);
+    }
+
+    /// The code object at `code` in `pid`, read once.
+    fn code(&mut self, pid: u32, code: u64) -> Option<Arc<CodeObject>> {
+        let p = self.procs.get_mut(&pid)?;
+        if let Some(known) = p.codes.get(&code) {
+            return known.clone();
+        }
+        let read = p.layout.as_ref()?.code(&ProcessMemory { pid }, code);
+        let read = read.ok().map(Arc::new);
+        p.codes.insert(code, read.clone());
+        read
+    }
+
+    /// The name of a Python frame: `qualname (file.py:line)`.
+    pub fn name(&self, pid: u32, code: u64, line: i32) -> Option<String> {
+        let c = self.procs.get(&pid)?.codes.get(&code)?.as_ref()?;
+        Some(match line {
+            l if l > 0 => format!("{} ({}:{l})", c.qualname, short_path(&c.filename)),
+            _ => format!("{} ({})", c.qualname, short_path(&c.filename)),
+        })
+    }
+
+    /// `frames` (innermost first) with the Python frames of `py` in place of
+    /// the eval-loop frames that ran them. `eval_at(frame)` says whether a
+    /// native frame is in `pid`'s eval loop.
+    pub fn merge(
+        &mut self,
+        pid: u32,
+        frames: Vec<FrameLoc>,
+        py: &PyFrames,
+        eval_at: impl Fn(&FrameLoc, &std::ops::Range<u64>, &str) -> bool,
+    ) -> Vec<FrameLoc> {
+        let Some(p) = self.procs.get(&pid) else {
+            return frames;
+        };
+        self.stats.samples += 1;
+        self.stats.samples_no_thread += u64::from(py.no_thread);
+        self.stats.samples_fault += u64::from(py.fault);
+        self.stats.samples_truncated += u64::from(py.truncated);
+        let minor = p.runtime.minor();
+        let (svma, path) = (p.runtime.eval_svma.clone(), p.runtime.path.clone());
+        let runs = runs(&py.frames, minor);
+        if runs.is_empty() {
+            return frames;
+        }
+        let mut evals: Vec<usize> = (0..frames.len())
+            .filter(|&i| eval_at(&frames[i], &svma, &path))
+            .collect();
+        // A chain cut short (deeper than BPF records) lacks its outermost
+        // runs: its eval frames pair from the innermost, the outer ones
+        // stay as they are.
+        if py.truncated && evals.len() > runs.len() {
+            evals.truncate(runs.len());
+        }
+        // Otherwise eval frames pair with runs from the outermost: the root
+        // of a stack is what both sides agree on best (an eval frame unwound
+        // in its cold part is missed).
+        let paired = evals.len().min(runs.len());
+        if evals.len() != runs.len() {
+            self.stats.merge_mismatches += 1;
+        }
+        let mut replace: HashMap<usize, Vec<PyFrameRec>> = HashMap::new();
+        for k in 0..paired {
+            let e = evals[evals.len() - 1 - k];
+            replace.insert(e, runs[runs.len() - 1 - k].clone());
+        }
+        // Runs left over (innermost ones): before the innermost paired
+        // frame, or after the whole native stack when none paired.
+        let extra: Vec<PyFrameRec> = runs[..runs.len() - paired]
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        let mut out = Vec::with_capacity(frames.len() + py.frames.len());
+        let first_paired = (paired > 0).then(|| evals[evals.len() - paired]);
+        for (i, f) in frames.into_iter().enumerate() {
+            if Some(i) == first_paired {
+                self.push_python(pid, &extra, &mut out);
+            }
+            match replace.remove(&i) {
+                Some(run) => self.push_python(pid, &run, &mut out),
+                None => out.push(f),
+            }
+        }
+        if first_paired.is_none() {
+            self.push_python(pid, &extra, &mut out);
+        }
+        out
+    }
+
+    fn push_python(&mut self, pid: u32, run: &[PyFrameRec], out: &mut Vec<FrameLoc>) {
+        for r in run {
+            self.stats.frames += 1;
+            let line = match self.code(pid, r.code) {
+                Some(c) => c.line(i64::from(r.lasti)).unwrap_or(0),
+                None => {
+                    self.stats.frames_unreadable += 1;
+                    0
+                }
+            };
+            out.push(FrameLoc::Python {
+                pid,
+                code: r.code,
+                line,
+            });
+        }
+    }
+}
+
+/// The frames split into runs, each one eval-loop activation's, innermost
+/// first; 3.12's shim frames dropped.
+fn runs(frames: &[PyFrameRec], minor: u32) -> Vec<Vec<PyFrameRec>> {
+    let mut out: Vec<Vec<PyFrameRec>> = vec![Vec::new()];
+    for f in frames {
+        if f.is_shim(minor) {
+            if !out.last().is_some_and(Vec::is_empty) {
+                out.push(Vec::new());
+            }
+            continue;
+        }
+        out.last_mut().expect("one run at least").push(*f);
+        if f.ends_run(minor) {
+            out.push(Vec::new());
+        }
+    }
+    out.retain(|r| !r.is_empty());
+    out
+}
+
+/// A file as a reader knows it: the part under the interpreter's library
+/// or a packages directory (`json/decoder.py`), else the file's name.
+pub fn short_path(path: &str) -> &str {
+    for marker in ["/site-packages/", "/dist-packages/"] {
+        if let Some(i) = path.rfind(marker) {
+            return &path[i + marker.len()..];
+        }
+    }
+    if let Some(i) = path.find("/lib/python3") {
+        let rest = &path[i + "/lib/".len()..];
+        if let Some(j) = rest.find('/') {
+            return &rest[j + 1..];
+        }
+    }
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+#[cfg(test)]
+#[path = "frames_tests.rs"]
+mod tests;
