@@ -43,6 +43,9 @@ pub struct Options {
     /// Where a `run` command's standard output goes (an open fd, kept open
     /// by the caller until the run ends); None: kerntax's own.
     pub target_stdout: Option<std::os::fd::RawFd>,
+    /// Read interpreters' own frames at sample time (CPython): on unless
+    /// asked not to (`--no-python-frames`), e.g. to compare its cost.
+    pub python_frames: bool,
 }
 
 /// The default on-CPU sampling rate: off the beat of 100 Hz timers.
@@ -54,6 +57,7 @@ impl Default for Options {
             duration: None,
             cpu_hz: DEFAULT_CPU_HZ,
             target_stdout: None,
+            python_frames: true,
         }
     }
 }
@@ -321,7 +325,7 @@ fn watch(
         let remaining = duration.map(|d| d.saturating_sub(t0.elapsed()));
         let to_probe = next_probe.saturating_duration_since(Instant::now());
         wait_readable(&fds, Some(remaining.map_or(to_probe, |r| r.min(to_probe))));
-        handle(collector.poll(Duration::ZERO)?, unwinding, &mut tally);
+        handle(collector.drain()?, unwinding, &mut tally);
         register_pythons(collector, unwinding);
         if Instant::now() >= next_probe {
             probes.push(probe(collector, t0)?);
@@ -418,6 +422,8 @@ fn loss(
         bpf_recursion_misses,
         jit_frames_unnamed: jit.frames_unnamed(),
         jit_stacks_cut: jit.stacks_cut,
+        interpreted_frames_unreadable: unwinding.python.stats.frames_unreadable,
+        interpreted_chains_faulted: unwinding.python.stats.samples_fault,
     }
 }
 
@@ -462,6 +468,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     // File names of the loader and libc from our own map; of an attached
     // program from its map, of a started one at its exec.
     let mut unwinding = Unwinding::default();
+    unwinding.python.disabled = !opts.python_frames;
     unwinding.learn(std::process::id());
     if target.is_child {
         unwinding.expect_exec(target.pid);

@@ -32,9 +32,35 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
+/// Another CPython than Debian's, when the machine has one: a 3.12 built
+/// by pyenv (a shared libpython), under $PYENV_ROOT or ~/.pyenv.
+fn python312() -> Option<String> {
+    let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
+    let mut found: Vec<String> = std::fs::read_dir(format!("{root}/versions"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("bin/python3.12"))
+        .filter(|p| p.exists())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    let p = found.pop();
+    if p.is_none() {
+        eprintln!("no CPython 3.12 here: only Debian's 3.11 checked");
+    }
+    p
+}
+
 #[test]
 fn the_location_table_decoder_gives_cpythons_own_line_for_every_instruction() {
-    let out = Command::new(PYTHON)
+    decoder_matches(PYTHON);
+    if let Some(p) = python312() {
+        decoder_matches(&p);
+    }
+}
+
+fn decoder_matches(python: &str) {
+    let out = Command::new(python)
         .arg(py_fixture("linetables.py"))
         .args([
             "json.decoder",
@@ -44,7 +70,7 @@ fn the_location_table_decoder_gives_cpythons_own_line_for_every_instruction() {
             "dataclasses",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{PYTHON}: {e}"));
+        .unwrap_or_else(|e| panic!("{python}: {e}"));
     assert!(
         out.status.success(),
         "{}",
@@ -68,11 +94,11 @@ fn the_location_table_decoder_gives_cpythons_own_line_for_every_instruction() {
     // Five modules: 494 code objects, 54,043 instructions (3.11.2).
     assert!(
         codes > 300 && units > 30_000,
-        "{codes} code objects, {units} instructions"
+        "{python}: {codes} code objects, {units} instructions"
     );
     assert!(
         mismatches.is_empty(),
-        "{} of {units}: {:?}",
+        "{python}: {} of {units}: {:?}",
         mismatches.len(),
         &mismatches[..mismatches.len().min(10)]
     );
@@ -80,12 +106,19 @@ fn the_location_table_decoder_gives_cpythons_own_line_for_every_instruction() {
 
 #[test]
 fn a_live_interpreters_frames_are_named_from_outside_as_it_names_them() {
-    let mut child = Command::new(PYTHON)
+    named_from_outside(PYTHON, 11);
+    if let Some(p) = python312() {
+        named_from_outside(&p, 12);
+    }
+}
+
+fn named_from_outside(python: &str, minor: u32) {
+    let mut child = Command::new(python)
         .arg(py_fixture("frames.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{PYTHON}: {e}"));
+        .unwrap_or_else(|e| panic!("{python}: {e}"));
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
@@ -98,11 +131,22 @@ fn a_live_interpreters_frames_are_named_from_outside_as_it_names_them() {
     let rt = discover::find(&maps, &mem)
         .unwrap()
         .expect("CPython in the child");
-    assert_eq!(rt.minor(), 11, "{rt:?}");
+    assert_eq!(rt.minor(), minor, "{rt:?}");
+    // The thread-state key, as the running interpreter has it: one of
+    // glibc's first 32, where the BPF walk reads its value.
+    let mut key = [0u8; 4];
+    kerntax::interp::memory::Memory::read(&mem, rt.key_addr.expect("the key's address"), &mut key)
+        .unwrap();
+    assert!(
+        (0..32).contains(&i32::from_le_bytes(key)),
+        "{rt:?}: key {key:?}"
+    );
     assert!(rt.eval.start < rt.eval.end, "{rt:?}");
     let layout = CodeLayout::read(&mem, rt.code_type, rt.minor()).unwrap();
     // Debian's 3.11: the instructions start 184 bytes in.
-    assert_eq!(layout.basicsize, 184, "{layout:?}");
+    if python == PYTHON {
+        assert_eq!(layout.basicsize, 184, "{layout:?}");
+    }
     let mut named = Vec::new();
     for f in &truth {
         let code = layout.code(&mem, f["code"].as_u64().unwrap()).unwrap();
@@ -154,12 +198,19 @@ fn a_profiled_python_program_shows_its_own_functions_and_lines() {
     if !bpf_available() {
         return;
     }
+    profiled(PYTHON, "CPython 3.11");
+    if let Some(p) = python312() {
+        profiled(&p, "CPython 3.12");
+    }
+}
+
+fn profiled(python: &str, version: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (truth_path, folded_path) = (dir.path().join("truth.json"), dir.path().join("folded"));
     let p = run(
         &["--folded", folded_path.to_str().unwrap()],
         &[
-            PYTHON,
+            python,
             py_fixture("busy.py").to_str().unwrap(),
             "3",
             truth_path.to_str().unwrap(),
@@ -177,7 +228,7 @@ fn a_profiled_python_program_shows_its_own_functions_and_lines() {
             .collect()
     };
     let py = &p.report.sampling.interpreters;
-    assert!(py.seen.iter().any(|s| s.contains("CPython 3.11")), "{py:?}");
+    assert!(py.seen.iter().any(|s| s.contains(version)), "{py:?}");
     // Every chain read without a fault and paired with its eval-loop
     // frames (chains deeper than BPF records, at start-up's imports, pair
     // from the innermost).

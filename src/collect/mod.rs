@@ -16,7 +16,6 @@ use std::io::Read;
 use std::mem::{MaybeUninit, size_of};
 use std::os::unix::ffi::OsStringExt;
 use std::rc::Rc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -257,10 +256,16 @@ impl<'obj> Collector<'obj> {
     }
 
     /// Waits up to `timeout` for ring buffer data and returns what arrived.
-    pub fn poll(&self, timeout: Duration) -> Result<Vec<Event>> {
+    /// Everything in the ring buffer now. Stack samples are submitted
+    /// without waking an epoll waiter (syscalls.bpf.c, `sample_wakeup`), so
+    /// a poll would leave them there until the ring filled to a quarter or
+    /// the run ended: the ring is consumed, whatever epoll says (issue 20:
+    /// a short Python run's samples were all unwound after it exited, too
+    /// late to read its code objects).
+    pub fn drain(&self) -> Result<Vec<Event>> {
         self.ring
-            .poll(timeout)
-            .context("polling the BPF ring buffer")?;
+            .consume()
+            .context("draining the BPF ring buffer")?;
         Ok(self.queue.take())
     }
 

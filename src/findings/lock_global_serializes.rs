@@ -47,6 +47,22 @@ fn remedy(r: &Report, u: &Unit<'_>, queued: f64) -> String {
     )
 }
 
+/// Interpreted frames shown for where threads queue.
+const INTERPRETED_CALLERS: usize = 2;
+
+/// The innermost interpreted frames of a stack (innermost first), as
+/// `work (gil_work.py:16) ← Thread.run (threading.py:975)`; None when it
+/// has none.
+fn interpreted_callers(frames: &[String]) -> Option<String> {
+    let named: Vec<&str> = frames
+        .iter()
+        .filter(|f| crate::stacks::frame::is_interpreted(f))
+        .take(INTERPRETED_CALLERS)
+        .map(String::as_str)
+        .collect();
+    (!named.is_empty()).then(|| named.join(" ← "))
+}
+
 pub fn check(r: &Report) -> Vec<Finding> {
     let all_wait = contended_site_wait_ns(r);
     contention_units(r)
@@ -62,10 +78,17 @@ pub fn check(r: &Report) -> Vec<Finding> {
             } else {
                 format!("{} threads", u.waiters.len())
             };
+            // An interpreter's lock: the program's code its threads queue
+            // from, when the interpreter's frames were read.
+            let from = u
+                .runtime
+                .and_then(|_| interpreted_callers(&u.frames()))
+                .map(|c| format!(", queued in {c}"))
+                .unwrap_or_default();
             Draft {
                 id: ID,
                 title: format!(
-                    "{} serializes {who}: {queued:.1} of them wait for it at any time while {:.1} CPUs idle",
+                    "{} serializes {who}{from}: {queued:.1} of them wait for it at any time while {:.1} CPUs idle",
                     u.name,
                     idle_cpus.max(0.0)
                 ),

@@ -292,6 +292,42 @@ fn global_serializes_thresholds() {
     assert!(!fired(rule, &idle));
 }
 
+/// Issue 20: an interpreter's lock names the program's code its threads
+/// queue from, once the interpreter's frames are read; without them, it
+/// says nothing it does not know.
+#[test]
+fn an_interpreters_lock_names_the_code_queued_for_it() {
+    use lock_global_serializes::*;
+    let gil = |frames: &[&str]| {
+        let mut r = global(5, 0.9, 0.9, 1.0);
+        for s in r.waits.iter_mut().take(3) {
+            s.runtime_lock = Some("CPython's GIL".into());
+            s.stacks[0].frames = frames.iter().map(|f| f.to_string()).collect();
+        }
+        check(&r).remove(0)
+    };
+    let f = gil(&[
+        "___pthread_cond_timedwait64 (pthread_cond_wait.c:643)",
+        "python3.11+0x4f94ed",
+        "work (gil_work.py:16)",
+        "_PyFunction_Vectorcall (python3.11)",
+        "Thread.run (threading.py:975)",
+        "Thread._bootstrap (threading.py:995)",
+    ]);
+    assert!(
+        f.title.starts_with(
+            "CPython's GIL serializes 5 processes, queued in work (gil_work.py:16) ← Thread.run (threading.py:975): "
+        ),
+        "{}",
+        f.title
+    );
+    let f = gil(&[
+        "___pthread_cond_timedwait64 (pthread_cond_wait.c:643)",
+        "python3.11+0x4f94ed",
+    ]);
+    assert!(!f.title.contains("queued in"), "{}", f.title);
+}
+
 // lock.contended-site
 
 fn contended(waiters: u32, waiting: f64, share: f64, processes: u32, mechanism: &str) -> Report {

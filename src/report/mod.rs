@@ -881,6 +881,14 @@ pub struct Loss {
     /// pointers: cut there, their callers unseen.
     #[serde(default)]
     pub jit_stacks_cut: u64,
+    /// Interpreted frames shown unnamed: their code object was gone before
+    /// it was read, or was not one (`sampling.interpreters`).
+    #[serde(default)]
+    pub interpreted_frames_unreadable: u64,
+    /// Samples whose interpreter frame chain could not be read to its end
+    /// (a read faulted; the frames before it kept).
+    #[serde(default)]
+    pub interpreted_chains_faulted: u64,
 }
 
 impl Loss {

@@ -75,6 +75,28 @@ fn is_v8_internal(name: &str) -> bool {
     V8_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
+/// Whether a frame's location is CPython's own binary (`python3.11`, or a
+/// `libpython3.12.so.1.0` it runs from): the interpreter's machinery that
+/// Python code runs through, not the program's code.
+pub fn is_python_interpreter(frame: &str) -> bool {
+    split(frame)
+        .1
+        .is_some_and(|l| l.starts_with("python3") || l.starts_with("libpython3"))
+        || function(frame).starts_with("python3.")
+        || function(frame).starts_with("libpython3")
+}
+
+/// Source files of interpreted languages, whose frames kerntax reads from
+/// the interpreter (issue 20): `work (gil_work.py:16)`.
+const INTERPRETED_SOURCES: &[&str] = &[".py:", ".rb:"];
+
+/// Whether a frame is an interpreted program's own (`name (file.py:line)`).
+pub fn is_interpreted(frame: &str) -> bool {
+    split(frame)
+        .1
+        .is_some_and(|l| INTERPRETED_SOURCES.iter().any(|s| l.contains(s)))
+}
+
 /// The function a frame names: `ns_get (icinga.c:115)` -> `ns_get`.
 pub fn function(frame: &str) -> &str {
     split(frame).0.trim()

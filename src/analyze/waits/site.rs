@@ -217,6 +217,7 @@ pub fn named_callers_in(frames: &[String], function_name: &str) -> Option<String
             !crate::analyze::runtime_locks::unnamed(f)
                 && jit_kind(f) != Some(JitKind::Stub)
                 && function(f) != "Interpreter"
+                && !crate::stacks::frame::is_python_interpreter(f)
         })
         .take(NAMED_CALLERS)
         .map(|f| short_function(function(f)))

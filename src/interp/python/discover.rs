@@ -73,7 +73,7 @@ fn exported(path: &str) -> io::Result<(Exported, Option<u64>)> {
     }
     let key = match (out.get(GET_TSTATE), out.get("_PyRuntime")) {
         (Some(&(f, size)), Some(&(rt, rt_size))) => code_of(&file, f, size.clamp(16, 64))
-            .and_then(|code| tss_key(code, f))
+            .and_then(|code| tss_key(code, f, rt..rt + rt_size))
             .filter(|k| (rt..rt + rt_size).contains(k)),
         _ => None,
     };
@@ -88,28 +88,59 @@ fn code_of<'a>(file: &object::File<'a>, svma: u64, len: u64) -> Option<&'a [u8]>
 }
 
 /// The key's address from `PyGILState_GetThisThreadState`'s code (at
-/// `svma`): the first RIP-relative load of a 32-bit register before the
-/// call or jump to `pthread_getspecific` (`mov edi, [rip+k]`, 3.11; a test
-/// of whether the state is set up may come first), or the `Py_tss_t` whose
-/// second int is the key, passed by address (`lea rdi, [rip+t]`).
-pub fn tss_key(code: &[u8], svma: u64) -> Option<u64> {
-    use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind};
+/// `svma`), `_PyRuntime` being at `runtime`: the int the thread-state TSS
+/// keeps its key in, as the code reaches it before the call or jump to
+/// `pthread_getspecific`/`PyThread_tss_get` —
+/// - loaded: `mov edi, [rip+k]` (3.11, a static build);
+/// - passed by address, a `Py_tss_t` whose second int is the key:
+///   `lea rdi, [rip+t]`;
+/// - through the GOT in a shared libpython: `mov rax, [rip+got]` (the
+///   runtime's address), then `lea rbx, [rax+d]` (3.12: the `Py_tss_t` at
+///   `_PyRuntime+d`) or `mov edi, [rax+d]`.
+///
+/// A test of whether the state is set up may come first.
+pub fn tss_key(code: &[u8], svma: u64, runtime: std::ops::Range<u64>) -> Option<u64> {
+    use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
     let mut d = Decoder::with_ip(64, code, svma, DecoderOptions::NONE);
-    for _ in 0..12 {
+    // Registers holding the runtime's address, loaded from the GOT.
+    let mut holds_runtime: Vec<Register> = Vec::new();
+    for _ in 0..16 {
         if !d.can_decode() {
             break;
         }
         let i = d.decode();
-        if i.is_ip_rel_memory_operand() && i.op_count() == 2 && i.op0_kind() == OpKind::Register {
-            let at = i.ip_rel_memory_address();
-            match i.mnemonic() {
-                Mnemonic::Mov if i.op0_register().size() == 4 => return Some(at),
-                Mnemonic::Lea if i.op0_register().size() == 8 => return Some(at + 4),
-                _ => {}
+        if i.op_count() == 2 && i.op0_kind() == OpKind::Register && i.op1_kind() == OpKind::Memory {
+            let dst = i.op0_register();
+            let (lea, load32) = (
+                i.mnemonic() == Mnemonic::Lea,
+                i.mnemonic() == Mnemonic::Mov && dst.size() == 4,
+            );
+            if i.is_ip_rel_memory_operand() {
+                let at = i.ip_rel_memory_address();
+                if runtime.contains(&at) {
+                    if load32 {
+                        return Some(at);
+                    }
+                    if lea && dst.size() == 8 {
+                        return Some(at + 4);
+                    }
+                } else if i.mnemonic() == Mnemonic::Mov && dst.size() == 8 {
+                    holds_runtime.push(dst.full_register());
+                }
+            } else if holds_runtime.contains(&i.memory_base().full_register())
+                && i.memory_index() == Register::None
+            {
+                let at = runtime.start.wrapping_add(i.memory_displacement64());
+                if load32 {
+                    return Some(at);
+                }
+                if lea && dst.size() == 8 {
+                    return Some(at + 4);
+                }
             }
         }
         match i.flow_control() {
-            FlowControl::Next | FlowControl::ConditionalBranch => {}
+            FlowControl::Next | FlowControl::ConditionalBranch | FlowControl::Call => {}
             _ => break,
         }
     }
@@ -158,6 +189,8 @@ pub fn find(maps: &[Mapping], mem: &dyn Memory) -> io::Result<Option<Runtime>> {
 mod tests {
     use super::*;
 
+    const RUNTIME: std::ops::Range<u64> = 0xa5b740..0xa5b740 + 0x28b20;
+
     /// Debian's 3.11.2 (objdump of /usr/bin/python3.11): a test of the
     /// runtime's state, its cold branch, the key loaded, the tail jump.
     #[test]
@@ -168,12 +201,31 @@ mod tests {
             0x8b, 0x3d, 0x50, 0x3d, 0x56, 0x00, // mov edi,[rip+0x563d50]
             0xe9, 0xa7, 0x8a, 0xf2, 0xff, // jmp pthread_getspecific
         ];
-        assert_eq!(tss_key(&code, 0x4f7c30), Some(0xa5b994));
+        assert_eq!(tss_key(&code, 0x4f7c30, RUNTIME), Some(0xa5b994));
         // lea rdi,[rip+0x100]; jmp: the Py_tss_t's key is its second int.
         let lea = [0x48, 0x8d, 0x3d, 0x00, 0x01, 0x00, 0x00, 0xe9, 0, 0, 0, 0];
-        assert_eq!(tss_key(&lea, 0x1000), Some(0x1000 + 7 + 0x100 + 4));
+        let rt = 0x1000..0x2000;
+        assert_eq!(
+            tss_key(&lea, 0x1000, rt.clone()),
+            Some(0x1000 + 7 + 0x100 + 4)
+        );
         // A jump first: nothing found past it.
         let jmp = [0xe9, 0, 0, 0, 0, 0x8b, 0x3d, 0, 0, 0, 0];
-        assert_eq!(tss_key(&jmp, 0x1000), None);
+        assert_eq!(tss_key(&jmp, 0x1000, rt), None);
+    }
+
+    /// pyenv's 3.12.1 libpython (objdump): the runtime's address from the
+    /// GOT, the Py_tss_t at +0x608, its key at +0x60c.
+    #[test]
+    fn the_key_is_found_through_the_got_in_a_shared_libpython() {
+        let code = [
+            0x48, 0x8b, 0x05, 0xc9, 0xc0, 0x26, 0x00, // mov rax,[rip+0x26c0c9]
+            0x53, // push rbx
+            0x48, 0x8d, 0x98, 0x08, 0x06, 0x00, 0x00, // lea rbx,[rax+0x608]
+            0x48, 0x89, 0xdf, // mov rdi,rbx
+            0xe8, 0xd9, 0x21, 0xe3, 0xff, // call PyThread_tss_is_created
+        ];
+        let rt = 0x643340..0x643340 + 0x704a8;
+        assert_eq!(tss_key(&code, 0x2d7c30, rt), Some(0x643340 + 0x60c));
     }
 }

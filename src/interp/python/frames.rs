@@ -62,6 +62,9 @@ pub struct Pythons {
     /// why it cannot be walked.
     pub seen: Vec<(u32, String)>,
     pub stats: PyStats,
+    /// Asked not to read frames (`--no-python-frames`): processes are
+    /// still named in `seen`.
+    pub disabled: bool,
 }
 
 impl Pythons {
@@ -79,6 +82,17 @@ impl Pythons {
             }
         };
         let version = rt.version_text();
+        if self.disabled {
+            self.seen.push((
+                pid,
+                format!(
+                    "CPython {version} ({}): frames not read (--no-python-frames)",
+                    rt.path
+                ),
+            ));
+            self.not_python.insert(pid);
+            return;
+        }
         let config = frame_layout(rt.minor()).zip(rt.key_addr);
         let Some((mut config, key_addr)) = config else {
             self.seen.push((
