@@ -219,6 +219,68 @@ fn profiled(python: &str, version: &str) {
     assert!(p.output.status.success(), "{}", p.stderr);
     let truth: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
+    let folded = std::fs::read_to_string(&folded_path).unwrap();
+    python_stacks_are_right(&p.report, &folded, &truth, version, 200);
+}
+
+/// `kerntax attach` on a Python program already running: the same frames.
+#[test]
+fn attached_to_a_running_python_program_kerntax_reads_its_frames() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (truth_path, folded_path, json) = (
+        dir.path().join("truth.json"),
+        dir.path().join("folded"),
+        dir.path().join("r.json"),
+    );
+    let mut child = Command::new(PYTHON)
+        .arg(py_fixture("busy.py"))
+        .args(["5", truth_path.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    // Past its imports: its truth is written before it starts working.
+    while !truth_path.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = common::kerntax()
+        .args([
+            "attach",
+            &child.id().to_string(),
+            "--duration",
+            "2",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--folded")
+        .arg(&folded_path)
+        .output()
+        .unwrap();
+    let _ = child.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: kerntax::report::Report =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
+    let folded = std::fs::read_to_string(&folded_path).unwrap();
+    python_stacks_are_right(&report, &folded, &truth, "CPython 3.11", 150);
+}
+
+/// What a profile of busy.py must show: the interpreter seen, its chains
+/// read, and the program's functions and lines in its stacks.
+fn python_stacks_are_right(
+    report: &kerntax::report::Report,
+    folded: &str,
+    truth: &serde_json::Value,
+    version: &str,
+    min_samples: u64,
+) {
     let lines = |f: &str| -> Vec<i64> {
         truth[f]["lines"]
             .as_array()
@@ -227,20 +289,22 @@ fn profiled(python: &str, version: &str) {
             .map(|v| v.as_i64().unwrap())
             .collect()
     };
-    let py = &p.report.sampling.interpreters;
+    let py = &report.sampling.interpreters;
     assert!(py.seen.iter().any(|s| s.contains(version)), "{py:?}");
     // Every chain read without a fault and paired with its eval-loop
     // frames (chains deeper than BPF records, at start-up's imports, pair
     // from the innermost).
     assert_eq!(py.samples_fault, 0, "{py:?}");
     assert!(py.merge_mismatches * 50 <= py.samples, "{py:?}");
-    assert!(py.samples >= 200 && py.frames >= 3 * py.samples, "{py:?}");
+    assert!(
+        py.samples >= min_samples && py.frames >= 3 * py.samples,
+        "{py:?}"
+    );
     // Code objects gone before they were read: an imported module's body,
     // freed once it ran, and the last samples', read after the program
     // exited (0-8% here).
     assert!(py.frames_unreadable * 7 <= py.frames, "{py:?}");
 
-    let folded = std::fs::read_to_string(&folded_path).unwrap();
     let (mut in_eval, mut with_python) = (0u64, 0u64);
     let mut chains: std::collections::HashMap<Vec<String>, u64> = Default::default();
     let mut reentered = 0u64;

@@ -209,6 +209,20 @@ fn python_threads_serialise_on_the_gil_and_one_thread_does_not() {
     }
     let (bad, _) = bad_run("python-gil", "lock.global-serializes");
     let f = first(&bad, "lock.global-serializes");
+    // The Python code its threads queue from, read from the interpreter's
+    // frames (issue 20): gil_work.py's `work`.
+    assert!(
+        f.title.contains("queued in work (gil_work.py:"),
+        "{}",
+        f.title
+    );
+    assert!(
+        f.culprit
+            .frames
+            .iter()
+            .any(|x| x.starts_with("work (gil_work.py:")),
+        "{f:?}"
+    );
     // The GIL's wait: the condition variable's timed wait in take_gil
     // (a static function: unnamed without debug symbols).
     assert!(
