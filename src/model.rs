@@ -301,9 +301,10 @@ pub enum FrameLoc {
     /// An address in anonymous executable memory of process `pid`: JIT code,
     /// named from that process's perf map once profiling stops.
     Jit { pid: u32, addr: u64 },
-    /// A Python frame of process `pid`: its code object's address and the
-    /// line it was at (0: unknown), named from the code object read while
-    /// the process lived (`interp::python::frames`).
+    /// A Python frame of process `pid`: its code object (its number among
+    /// those read: an address may hold another object later) and the line
+    /// it was at (0: unknown), named from the code object read while the
+    /// process lived (`interp::python::frames`).
     Python { pid: u32, code: u64, line: i32 },
 }
 

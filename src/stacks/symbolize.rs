@@ -146,13 +146,13 @@ impl Symbols {
                     };
                     out.names.insert(loc.clone(), vec![s]);
                 }
-                FrameLoc::Python { pid, code, line } => {
+                FrameLoc::Python { code, line, .. } => {
                     if out.names.contains_key(loc) {
                         continue;
                     }
-                    let s = python.name(*pid, *code, *line).unwrap_or_else(|| {
+                    let s = python.name(*code, *line).unwrap_or_else(|| {
                         out.unresolved += 1;
-                        format!("[python] {code:#x}")
+                        "[python: code gone]".to_string()
                     });
                     out.names.insert(loc.clone(), vec![s]);
                 }

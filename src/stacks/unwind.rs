@@ -397,6 +397,7 @@ impl Unwinding {
     /// A new batch of samples: a process's map may be read again once.
     pub fn new_batch(&mut self) {
         self.reread.clear();
+        self.python.new_batch();
     }
 }
 

@@ -61,7 +61,14 @@ pub struct CodeObject {
     pub filename: String,
     pub first_line: i32,
     pub linetable: Vec<u8>,
+    /// What tells this object from another at the same address later (a
+    /// code object freed, its memory reused): its name, file and table
+    /// objects' addresses and its first line.
+    pub identity: Identity,
 }
+
+/// A code object's identity, from its header alone (see `CodeObject`).
+pub type Identity = [u64; 4];
 
 impl CodeObject {
     /// The line of instruction `unit` (code units from the start), None
@@ -155,18 +162,40 @@ impl CodeLayout {
     /// Reads the code object at `addr`; an error when it is not one (freed
     /// and reused, or a wrong address).
     pub fn code(&self, mem: &dyn Memory, addr: u64) -> io::Result<CodeObject> {
-        let head = mem.read_vec(addr, self.basicsize as usize)?;
-        let ob_type = u64_at(&head, OB_TYPE).unwrap_or(0);
-        if ob_type != self.code_type {
-            return Err(invalid(format!("no code object at {addr:#x}")));
-        }
+        let head = self.header(mem, addr)?;
         let field = |off: usize| u64_at(&head, off).unwrap_or(0);
         Ok(CodeObject {
             qualname: self.str_object(mem, field(self.qualname))?,
             filename: self.str_object(mem, field(self.filename))?,
             first_line: i32_at(&head, self.firstlineno).unwrap_or(0),
             linetable: bytes_object(mem, field(self.linetable))?,
+            identity: self.identity_of(&head),
         })
+    }
+
+    /// The identity of the code object at `addr` now: one read of its
+    /// header.
+    pub fn identity(&self, mem: &dyn Memory, addr: u64) -> io::Result<Identity> {
+        Ok(self.identity_of(&self.header(mem, addr)?))
+    }
+
+    fn header(&self, mem: &dyn Memory, addr: u64) -> io::Result<Vec<u8>> {
+        let head = mem.read_vec(addr, self.basicsize as usize)?;
+        let ob_type = u64_at(&head, OB_TYPE).unwrap_or(0);
+        if ob_type != self.code_type {
+            return Err(invalid(format!("no code object at {addr:#x}")));
+        }
+        Ok(head)
+    }
+
+    fn identity_of(&self, head: &[u8]) -> Identity {
+        let field = |off: usize| u64_at(head, off).unwrap_or(0);
+        [
+            field(self.qualname),
+            field(self.filename),
+            field(self.linetable),
+            i32_at(head, self.firstlineno).unwrap_or(0) as u64,
+        ]
     }
 
     /// A str object's text (compact: every str a code object holds).

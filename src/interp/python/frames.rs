@@ -47,14 +47,24 @@ struct PyProcess {
     runtime: Runtime,
     /// Where its code objects' fields are.
     layout: Option<CodeLayout>,
-    codes: HashMap<u64, Option<Arc<CodeObject>>>,
+    /// By address: the code object read there (None: not readable), its
+    /// number among all read, and the batch of samples it was last
+    /// checked in.
+    codes: HashMap<u64, Known>,
+}
+
+struct Known {
+    id: u64,
+    code: Option<Arc<CodeObject>>,
+    checked_in: u64,
 }
 
 /// Every CPython process seen, and the code objects their frames name.
 #[derive(Default)]
 pub struct Pythons {
     procs: HashMap<u32, PyProcess>,
-    /// Processes looked at and found not to be CPython (or unsupported).
+    /// Processes found to be a CPython whose frames are not read
+    /// (unsupported, or asked not to): looked at no more.
     not_python: std::collections::HashSet<u32>,
     /// Registrations for BPF not yet made: (pid, what the walk needs).
     pub to_register: Vec<(u32, types::kt_py_proc)>,
@@ -65,6 +75,11 @@ pub struct Pythons {
     /// Asked not to read frames (`--no-python-frames`): processes are
     /// still named in `seen`.
     pub disabled: bool,
+    /// Every code object read, by number: a frame names its code object
+    /// by this number, not its address, which a later object may reuse.
+    objects: Vec<Option<Arc<CodeObject>>>,
+    /// The batch of samples being unwound (see `new_batch`).
+    batch: u64,
 }
 
 impl Pythons {
@@ -74,12 +89,12 @@ impl Pythons {
             return;
         }
         let mem = ProcessMemory { pid };
-        let rt = match discover::find(maps, &mem) {
-            Ok(Some(rt)) => rt,
-            _ => {
-                self.not_python.insert(pid);
-                return;
-            }
+        // Not CPython, or not yet: a python3.12 launcher maps its
+        // libpython after the exec this may be called at. Looked at again
+        // whenever its map is read again (a sample in code not mapped
+        // before), which is not per sample.
+        let Ok(Some(rt)) = discover::find(maps, &mem) else {
+            return;
         };
         let version = rt.version_text();
         if self.disabled {
@@ -141,21 +156,54 @@ impl Pythons {
         self.not_python.remove(&pid);
     }
 
-    /// The code object at `code` in `pid`, read once.
-    fn code(&mut self, pid: u32, code: u64) -> Option<Arc<CodeObject>> {
-        let p = self.procs.get_mut(&pid)?;
-        if let Some(known) = p.codes.get(&code) {
-            return known.clone();
-        }
-        let read = p.layout.as_ref()?.code(&ProcessMemory { pid }, code);
-        let read = read.ok().map(Arc::new);
-        p.codes.insert(code, read.clone());
-        read
+    /// A new batch of samples (every 100 ms): a code object known from an
+    /// earlier one is checked again before its name is used, one read of
+    /// its header, in case it was freed and its memory holds another now
+    /// (a module body compiled from a string at start-up, freed, its
+    /// address reused by a function's code: its frames were named
+    /// `<module> (<string>)`). Within a batch, what was read is trusted.
+    pub fn new_batch(&mut self) {
+        self.batch += 1;
     }
 
-    /// The name of a Python frame: `qualname (file.py:line)`.
-    pub fn name(&self, pid: u32, code: u64, line: i32) -> Option<String> {
-        let c = self.procs.get(&pid)?.codes.get(&code)?.as_ref()?;
+    /// The code object at `code` in `pid` as a number for frames, and the
+    /// object (None: not readable).
+    fn code(&mut self, pid: u32, code: u64) -> Option<(u64, Option<Arc<CodeObject>>)> {
+        let batch = self.batch;
+        let p = self.procs.get_mut(&pid)?;
+        let mem = ProcessMemory { pid };
+        if let Some(k) = p.codes.get_mut(&code) {
+            let same = k.checked_in == batch
+                || match (&k.code, &p.layout) {
+                    (Some(c), Some(l)) => l.identity(&mem, code).is_ok_and(|i| i == c.identity),
+                    _ => false,
+                };
+            if same {
+                k.checked_in = batch;
+                return Some((k.id, k.code.clone()));
+            }
+        }
+        let read = match &p.layout {
+            Some(l) => l.code(&mem, code).ok().map(Arc::new),
+            None => None,
+        };
+        let id = self.objects.len() as u64;
+        self.objects.push(read.clone());
+        p.codes.insert(
+            code,
+            Known {
+                id,
+                code: read.clone(),
+                checked_in: batch,
+            },
+        );
+        Some((id, read))
+    }
+
+    /// The name of a Python frame: `qualname (file.py:line)`, its code
+    /// object by number.
+    pub fn name(&self, code: u64, line: i32) -> Option<String> {
+        let c = self.objects.get(code as usize)?.as_ref()?;
         Some(match line {
             l if l > 0 => format!("{} ({}:{l})", c.qualname, short_path(&c.filename)),
             _ => format!("{} ({})", c.qualname, short_path(&c.filename)),
@@ -233,7 +281,10 @@ impl Pythons {
     fn push_python(&mut self, pid: u32, run: &[PyFrameRec], out: &mut Vec<FrameLoc>) {
         for r in run {
             self.stats.frames += 1;
-            let line = match self.code(pid, r.code) {
+            let Some((id, code)) = self.code(pid, r.code) else {
+                continue;
+            };
+            let line = match code {
                 Some(c) => c.line(i64::from(r.lasti)).unwrap_or(0),
                 None => {
                     self.stats.frames_unreadable += 1;
@@ -242,7 +293,7 @@ impl Pythons {
             };
             out.push(FrameLoc::Python {
                 pid,
-                code: r.code,
+                code: id,
                 line,
             });
         }

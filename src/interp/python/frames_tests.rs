@@ -26,15 +26,24 @@ fn pythons() -> Pythons {
     let mut p = Pythons::default();
     let mut codes = HashMap::new();
     for code in [0xa0u64, 0xb0, 0xc0, 0xd0] {
+        let object = Some(Arc::new(CodeObject {
+            qualname: format!("f_{code:x}"),
+            filename: "/srv/app/main.py".into(),
+            first_line: 7,
+            // One entry: 8 units, same line (short form).
+            linetable: vec![0x80 | 7, 0],
+            identity: [code; 4],
+        }));
+        let id = p.objects.len() as u64;
+        p.objects.push(object.clone());
+        // Read in this batch: trusted without a check.
         codes.insert(
             code,
-            Some(Arc::new(CodeObject {
-                qualname: format!("f_{code:x}"),
-                filename: "/srv/app/main.py".into(),
-                first_line: 7,
-                // One entry: 8 units, same line (short form).
-                linetable: vec![0x80 | 7, 0],
-            })),
+            Known {
+                id,
+                code: object,
+                checked_in: 0,
+            },
         );
     }
     p.procs.insert(
@@ -70,7 +79,7 @@ fn merged(frames: Vec<FrameLoc>, py: Vec<PyFrameRec>) -> (Vec<String>, PyStats) 
     let names = out
         .iter()
         .map(|f| match f {
-            FrameLoc::Python { pid, code, line } => p.name(*pid, *code, *line).unwrap(),
+            FrameLoc::Python { code, line, .. } => p.name(*code, *line).unwrap(),
             FrameLoc::InModule { svma, .. } => format!("native {svma:#x}"),
             other => format!("{other:?}"),
         })
@@ -191,14 +200,38 @@ fn a_chain_cut_short_pairs_from_the_innermost() {
     let names: Vec<String> = out
         .iter()
         .map(|f| match f {
-            FrameLoc::Python { code, .. } => format!("py {code:#x}"),
+            FrameLoc::Python { code, line, .. } => p.name(*code, *line).unwrap(),
             FrameLoc::InModule { svma, .. } => format!("native {svma:#x}"),
             other => format!("{other:?}"),
         })
         .collect();
     assert_eq!(
         names,
-        ["py 0xa0", "py 0xb0", "native 0x1300", "native 0x500"]
+        [
+            "f_a0 (main.py:7)",
+            "f_b0 (main.py:7)",
+            "native 0x1300",
+            "native 0x500"
+        ]
     );
     assert_eq!(p.stats.merge_mismatches, 0);
+}
+
+/// Issue 20 (a suite run): a module body compiled from a string was read at
+/// start-up, freed, and its address reused by `middle`'s code; the frames
+/// of `middle` were named `<module> (<string>)`. A code object known from
+/// an earlier batch is read again when its header says it is another.
+#[test]
+fn an_address_reused_by_another_code_object_is_read_again() {
+    let mut p = pythons();
+    // Process 1 does not exist: the check cannot read the header, so the
+    // object known is not trusted in a later batch.
+    let (id, _) = p.code(PID, 0xa0).unwrap();
+    assert_eq!(id, 0);
+    p.new_batch();
+    let (id2, code) = p.code(PID, 0xa0).unwrap();
+    assert!(id2 != id && code.is_none(), "{id2} {code:?}");
+    // Both numbers keep naming what each was: the old frames keep their name.
+    assert_eq!(p.name(id, 7).as_deref(), Some("f_a0 (main.py:7)"));
+    assert_eq!(p.name(id2, 7), None);
 }
