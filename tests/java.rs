@@ -284,10 +284,14 @@ fn workers_with_a_lock_each_get_no_lock_or_spin_finding_issue_12() {
         "{:?}",
         r.findings
     );
+    // No worker's wait that costs anything is contention. A worker may
+    // still queue briefly on one of the JVM's own locks on its way through
+    // the VM (issue 19, 1 suite run of many: 2 waits, 0.35 ms in all, for
+    // the compile queue's lock as the interpreter asked for a compilation).
     assert!(
-        !r.waits
-            .iter()
-            .any(|s| s.function.starts_with("JavaLocks.") && s.class == WaitClass::Contention),
+        !r.waits.iter().any(|s| s.function.starts_with("JavaLocks.")
+            && s.class == WaitClass::Contention
+            && s.wait_ns >= 10_000_000),
         "{:?}",
         r.waits
             .iter()
