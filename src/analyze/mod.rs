@@ -19,8 +19,7 @@ use std::collections::HashMap;
 use crate::model::{KernelCounters, LockKey, OffReason, UnwoundStack};
 use crate::report::build::SampledSite;
 use crate::report::{
-    Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WaitClass, WaitSite,
-    WakeupReport,
+    Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WaitSite, WakeupReport,
 };
 use crate::stacks::kallsyms::KernelStacks;
 use crate::stacks::symbolize::Symbols;
@@ -190,24 +189,6 @@ pub fn run(
             .and_then(|k| lock_names.get(k))
             .and_then(|n| n.symbol.as_deref());
         site.runtime_lock = site_runtime_lock(site, symbol);
-        // Waiting for an interpreter's global lock is wanting to run: the
-        // runtime's semantics, surer than the hand-over signals, which the
-        // GVL's designated timer thread blurs (issue 19: ruby-gvl's main
-        // GVL site, 14 s of waiting, read as waiting for work in 3 suite
-        // runs of about 12).
-        if site.class == WaitClass::WaitingForWork
-            && let Some(rl) = site
-                .runtime_lock
-                .as_deref()
-                .and_then(runtime_locks::by_name)
-            && runtime_locks::only_for_work(rl)
-        {
-            site.class = WaitClass::Contention;
-            site.evidence.push(format!(
-                "a thread waits for {} only to run its code: they have work",
-                rl.name
-            ));
-        }
     }
 
     let wake_sites: Vec<WakeSite> = tally

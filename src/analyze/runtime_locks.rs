@@ -166,13 +166,6 @@ pub fn identify(frames: &[String], symbol: Option<&str>) -> Option<&'static Runt
     None
 }
 
-/// An interpreter's global lock (CPython's GIL, Ruby's GVL): a thread
-/// waits for it only to run the language's code, so its waiters have work
-/// in hand whatever else their waits look like.
-pub fn only_for_work(lock: &RuntimeLock) -> bool {
-    [CPYTHON_GIL.name, RUBY_GVL.name].contains(&lock.name)
-}
-
 /// The runtime lock the same name (`CPython's GIL`) stands for.
 pub fn by_name(name: &str) -> Option<&'static RuntimeLock> {
     [&CPYTHON_GIL, &RUBY_GVL, &JVM_SAFEPOINT, &MALLOC_ARENA]
@@ -183,12 +176,6 @@ pub fn by_name(name: &str) -> Option<&'static RuntimeLock> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_an_interpreters_global_lock_is_waited_for_only_to_run() {
-        assert!(only_for_work(&CPYTHON_GIL) && only_for_work(&RUBY_GVL));
-        assert!(!only_for_work(&JVM_SAFEPOINT) && !only_for_work(&MALLOC_ARENA));
-    }
 
     fn v(f: &[&str]) -> Vec<String> {
         f.iter().map(|s| s.to_string()).collect()
