@@ -152,21 +152,13 @@ fn register_pythons(collector: &Collector<'_>, unwinding: &mut Unwinding) {
 
 /// What the interpreters' frame walk gave, for the report.
 fn interpreters(py: &crate::interp::python::frames::Pythons) -> crate::report::Interpreters {
-    let s = &py.stats;
     crate::report::Interpreters {
         seen: py
             .seen
             .iter()
             .map(|(pid, what)| format!("pid {pid}: {what}"))
             .collect(),
-        samples: s.samples,
-        samples_no_thread: s.samples_no_thread,
-        samples_fault: s.samples_fault,
-        samples_truncated: s.samples_truncated,
-        frames: s.frames,
-        frames_unreadable: s.frames_unreadable,
-        merge_mismatches: s.merge_mismatches,
-        registrations_failed: s.registrations_failed,
+        ..py.stats.clone()
     }
 }
 

@@ -20,28 +20,6 @@ use crate::interp::memory::ProcessMemory;
 use crate::model::FrameLoc;
 use crate::stacks::maps::Mapping;
 
-/// What became of Python frames: reported in `sampling` and `loss`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PyStats {
-    /// Samples of Python processes whose chain was read.
-    pub samples: u64,
-    /// ... of threads Python never ran on (no thread state).
-    pub samples_no_thread: u64,
-    /// ... where a read in BPF failed midway.
-    pub samples_fault: u64,
-    /// ... deeper than the frames BPF records.
-    pub samples_truncated: u64,
-    /// Python frames merged into stacks.
-    pub frames: u64,
-    /// ... whose code object could not be read (gone, or not one).
-    pub frames_unreadable: u64,
-    /// Samples whose eval-loop frames and runs of Python frames did not
-    /// pair up one to one (merged as well as they could be).
-    pub merge_mismatches: u64,
-    /// Processes the BPF walk could not be told about.
-    pub registrations_failed: u64,
-}
-
 /// One CPython process.
 struct PyProcess {
     runtime: Runtime,
@@ -71,7 +49,9 @@ pub struct Pythons {
     /// Interpreters seen per process: "3.11.2 (/usr/bin/python3.11)", or
     /// why it cannot be walked.
     pub seen: Vec<(u32, String)>,
-    pub stats: PyStats,
+    /// What became of the frames (`seen` is filled from the list above
+    /// when the report is made).
+    pub stats: crate::report::Interpreters,
     /// Asked not to read frames (`--no-python-frames`): processes are
     /// still named in `seen`.
     pub disabled: bool,

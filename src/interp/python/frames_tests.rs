@@ -65,7 +65,10 @@ fn pythons() -> Pythons {
     p
 }
 
-fn merged(frames: Vec<FrameLoc>, py: Vec<PyFrameRec>) -> (Vec<String>, PyStats) {
+fn merged(
+    frames: Vec<FrameLoc>,
+    py: Vec<PyFrameRec>,
+) -> (Vec<String>, crate::report::Interpreters) {
     let mut p = pythons();
     let py = PyFrames {
         frames: py,
@@ -76,15 +79,19 @@ fn merged(frames: Vec<FrameLoc>, py: Vec<PyFrameRec>) -> (Vec<String>, PyStats) 
     let out = p.merge(PID, frames, &py, |f, eval, path| {
         matches!(f, FrameLoc::InModule { svma, .. } if eval.contains(svma)) && path == PATH
     });
-    let names = out
+    (names(&p, &out), p.stats)
+}
+
+/// A merged stack as strings: Python frames by name, native by address.
+fn names(p: &Pythons, frames: &[FrameLoc]) -> Vec<String> {
+    frames
         .iter()
         .map(|f| match f {
             FrameLoc::Python { code, line, .. } => p.name(*code, *line).unwrap(),
             FrameLoc::InModule { svma, .. } => format!("native {svma:#x}"),
             other => format!("{other:?}"),
         })
-        .collect();
-    (names, p.stats)
+        .collect()
 }
 
 #[test]
@@ -197,14 +204,7 @@ fn a_chain_cut_short_pairs_from_the_innermost() {
         &py,
         |f, eval, _| matches!(f, FrameLoc::InModule { svma, .. } if eval.contains(svma)),
     );
-    let names: Vec<String> = out
-        .iter()
-        .map(|f| match f {
-            FrameLoc::Python { code, line, .. } => p.name(*code, *line).unwrap(),
-            FrameLoc::InModule { svma, .. } => format!("native {svma:#x}"),
-            other => format!("{other:?}"),
-        })
-        .collect();
+    let names = names(&p, &out);
     assert_eq!(
         names,
         [
