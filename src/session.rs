@@ -141,7 +141,7 @@ fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally
 
 /// Hands the CPython processes found since the last call to the BPF frame
 /// walk. One that cannot be registered (the map full) just gets no Python
-/// frames; `sampling.python` shows which were.
+/// frames; `sampling.interpreters` counts them.
 fn register_pythons(collector: &Collector<'_>, unwinding: &mut Unwinding) {
     for (pid, config) in std::mem::take(&mut unwinding.python.to_register) {
         if collector.register_python(pid, &config).is_err() {

@@ -255,7 +255,6 @@ impl<'obj> Collector<'obj> {
         self.ring.epoll_fd()
     }
 
-    /// Waits up to `timeout` for ring buffer data and returns what arrived.
     /// Everything in the ring buffer now. Stack samples are submitted
     /// without waking an epoll waiter (syscalls.bpf.c, `sample_wakeup`), so
     /// a poll would leave them there until the ring filled to a quarter or
