@@ -161,22 +161,62 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
 /// Issue 19: the bad variant's first finding says its gain is an estimate,
 /// and the fix's measured gain (the lab's variants do the same work, so in
 /// wall time) is of its order: at least half of it. Both are printed (the
-/// README's table of estimated against measured gains).
+/// README's table of estimated against measured gains). The gain held to
+/// that is measured without kerntax, fastest runs of each variant taken
+/// alternately (see `unprofiled_gain`).
 fn gain_is_an_estimate_of_the_fixs(scenario: &str, bad: &Report, fixed: &Report) {
     let f = &bad.findings[0];
     assert!(f.expected_gain.estimate, "{f:?}");
-    let measured = 1.0 - fixed.duration_ns as f64 / bad.duration_ns as f64;
+    let profiled = 1.0 - fixed.duration_ns as f64 / bad.duration_ns as f64;
+    let measured = unprofiled_gain(scenario);
     eprintln!(
-        "gain {scenario}: [{}] estimated {:.0}%, measured {:.0}%",
+        "gain {scenario}: [{}] estimated {:.0}%, measured {:.0}% (profiled runs: {:.0}%)",
         f.id,
         f.expected_gain.share * 100.0,
-        measured * 100.0
+        measured * 100.0,
+        profiled * 100.0
     );
     assert!(
         measured >= 0.5 * f.expected_gain.share,
         "{scenario}: estimated {:.2}, measured {measured:.2}",
         f.expected_gain.share
     );
+}
+
+/// Runs of each variant `unprofiled_gain` takes the fastest of: the ABS
+/// lock (rocketmq-lock's fix) runs 0.36 s or, when it settles into parking,
+/// 0.63 s, in about 4 runs of 10 (16 runs here); 7 runs all slow is a
+/// chance of 0.4^7, under 1 in 500.
+const GAIN_RUNS: usize = 7;
+
+/// The share of the bad variant's wall time the fixed one saves, run
+/// without kerntax: the two alternately, `GAIN_RUNS` of each, the fastest
+/// of each kept. One profiled run of each says little: this host has slow
+/// phases seconds long in which every variant runs 2-3x slower at once (one
+/// met by the fixed run alone made rocketmq-lock's gain 13% in suite run 9,
+/// 50-60% in ten runs in a row), and kerntax's own cost per system call
+/// slows a futex-heavy bad variant more than its fix (rocketmq-lock's mutex:
+/// 0.9 s profiled, 0.5 s not).
+fn unprofiled_gain(scenario: &str) -> f64 {
+    let s = kerntax::demo::find(scenario).unwrap();
+    let program = std::path::Path::new(env!("KERNTAX_LAB_DIR")).join(s.program);
+    let (bad, fixed) = (s.variants[0].1, s.variants[s.variants.len() - 1].1);
+    let time = |args: &[&str]| {
+        let start = std::time::Instant::now();
+        let status = std::process::Command::new(&program)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{} {args:?}: {status}", program.display());
+        start.elapsed().as_secs_f64()
+    };
+    let (mut best_bad, mut best_fixed) = (f64::MAX, f64::MAX);
+    for _ in 0..GAIN_RUNS {
+        best_bad = best_bad.min(time(bad));
+        best_fixed = best_fixed.min(time(fixed));
+    }
+    1.0 - best_fixed / best_bad
 }
 
 /// Runs one demo scenario and returns its reports by variant label.

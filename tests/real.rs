@@ -446,11 +446,21 @@ fn derby_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not() {
     assert!(site.turns_share >= 0.5, "{site:?}");
     let release = &site.releases[0];
     assert!(release.from_waiters, "{release:?}");
+    // Released in Derby's lock manager, mostly by ActiveLock.wakeUp; the
+    // JIT may inline wakeUp into its caller, whose frame then stands for
+    // it (a CI run on 079f7c6 whose top release stack lacked the frame).
     assert!(
         release.stacks[0]
             .frames
             .iter()
-            .any(|fr| fr.contains("ActiveLock.wakeUp")),
+            .any(|fr| fr.contains("org.apache.derby.impl.services.locks.")),
+        "{release:?}"
+    );
+    assert!(
+        release
+            .stacks
+            .iter()
+            .any(|s| s.frames.iter().any(|fr| fr.contains("ActiveLock.wakeUp"))),
         "{release:?}"
     );
     // The server's JIT frames were named: the JVM was asked for its map.

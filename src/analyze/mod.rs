@@ -189,6 +189,13 @@ pub fn run(
             .and_then(|k| lock_names.get(k))
             .and_then(|n| n.symbol.as_deref());
         site.runtime_lock = site_runtime_lock(site, symbol);
+        if let Some(rl) = site
+            .runtime_lock
+            .as_deref()
+            .and_then(runtime_locks::by_name)
+        {
+            waits::for_interpreter_lock(site, rl);
+        }
     }
 
     let wake_sites: Vec<WakeSite> = tally

@@ -56,6 +56,31 @@ pub const MALLOC_ARENA: RuntimeLock = RuntimeLock {
         allocator (jemalloc, tcmalloc).",
 };
 
+pub const JVM_HEAP_LOCK: RuntimeLock = RuntimeLock {
+    name: "the JVM's heap lock",
+    remedy: "Threads that fill their allocation buffer (TLAB) take the JVM's Heap_lock to get \
+        another, and a thread that asks for a garbage collection holds it until the collection \
+        ends: these waits are allocation and GC pauses, not the program's lock. Allocate less in \
+        the hot path (reuse buffers, avoid boxing and regrowing collections: size a HashMap or \
+        StringBuilder up front), give the young generation more room (-Xmn) or the collector a \
+        longer pause goal; -Xlog:gc shows the collections.",
+};
+
+/// Frames of HotSpot's own lock primitives (its `Mutex` and `Monitor`
+/// classes in libjvm, outside any namespace), innermost first.
+const HOTSPOT_LOCK_FRAMES: &[&str] = &["Mutex::lock", "Monitor::lock"];
+
+/// The collectors' allocation slow paths, which take `Heap_lock` (G1,
+/// Parallel, Serial; JDK 11 to 21).
+const HEAP_LOCK_TAKERS: &[&str] = &[
+    "G1CollectedHeap::attempt_allocation_slow",
+    "G1CollectedHeap::attempt_allocation_humongous",
+    "G1CollectedHeap::mem_allocate",
+    "ParallelScavengeHeap::mem_allocate",
+    "GenCollectedHeap::mem_allocate_work",
+    "SerialHeap::mem_allocate_work",
+];
+
 /// Named frames of the Ruby VM through which its threads take the GVL: the
 /// timer interrupt's yield, the end of a blocking region, a thread's start
 /// (reached through unnamed static functions only).
@@ -100,6 +125,27 @@ pub fn is_safepoint(function: &str) -> bool {
     function.starts_with(SAFEPOINT_FRAMES[0])
 }
 
+/// The index of the VM function on a wait's stack (innermost first) that
+/// takes one of HotSpot's own locks (`G1CollectedHeap::attempt_allocation_slow`
+/// past `Mutex::lock_contended` and `Mutex::lock`): a Java thread queued
+/// there waits for the VM, whatever method it was in. HotSpot's frames are
+/// told from a program's own `Mutex::lock` by libjvm's name on them or by
+/// the Java frames on the stack.
+pub fn hotspot_lock_taker(frames: &[String]) -> Option<usize> {
+    let is_lock = |f: &str| {
+        let n = function(f);
+        HOTSPOT_LOCK_FRAMES.iter().any(|p| {
+            n.strip_prefix(p)
+                .is_some_and(|r| r.starts_with('(') || r.starts_with('_'))
+        })
+    };
+    let first = frames.iter().position(|f| is_lock(f))?;
+    let jvm =
+        frames[first].contains("libjvm") || frames.iter().any(|f| crate::stacks::frame::is_jit(f));
+    let taker = first + frames[first..].iter().take_while(|f| is_lock(f)).count();
+    (jvm && taker < frames.len()).then_some(taker)
+}
+
 /// Whether a frame is unnamed (`libfoo.so+0x1234`).
 pub fn unnamed(frame: &str) -> bool {
     let f = function(frame);
@@ -130,6 +176,11 @@ pub fn identify(frames: &[String], symbol: Option<&str>) -> Option<&'static Runt
         .any(|n| SAFEPOINT_FRAMES.iter().any(|s| n.contains(s)))
     {
         return Some(&JVM_SAFEPOINT);
+    }
+    if let Some(i) = hotspot_lock_taker(frames)
+        && HEAP_LOCK_TAKERS.iter().any(|t| names[i].starts_with(t))
+    {
+        return Some(&JVM_HEAP_LOCK);
     }
     if names.iter().any(|n| n.contains("__lll_lock_wait_private"))
         && names.iter().any(|n| {
@@ -166,19 +217,81 @@ pub fn identify(frames: &[String], symbol: Option<&str>) -> Option<&'static Runt
     None
 }
 
+/// An interpreter's global lock (CPython's GIL, Ruby's GVL): a thread
+/// waits for it only to run the language's code.
+pub fn only_for_work(lock: &RuntimeLock) -> bool {
+    [CPYTHON_GIL.name, RUBY_GVL.name].contains(&lock.name)
+}
+
 /// The runtime lock the same name (`CPython's GIL`) stands for.
 pub fn by_name(name: &str) -> Option<&'static RuntimeLock> {
-    [&CPYTHON_GIL, &RUBY_GVL, &JVM_SAFEPOINT, &MALLOC_ARENA]
-        .into_iter()
-        .find(|l| l.name == name)
+    [
+        &CPYTHON_GIL,
+        &RUBY_GVL,
+        &JVM_SAFEPOINT,
+        &JVM_HEAP_LOCK,
+        &MALLOC_ARENA,
+    ]
+    .into_iter()
+    .find(|l| l.name == name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[test]
+    fn only_an_interpreters_global_lock_is_waited_for_only_to_run() {
+        assert!(only_for_work(&CPYTHON_GIL) && only_for_work(&RUBY_GVL));
+        assert!(!only_for_work(&JVM_SAFEPOINT) && !only_for_work(&MALLOC_ARENA));
+    }
+
     fn v(f: &[&str]) -> Vec<String> {
         f.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A RocketMQ send thread's allocation waiting on G1's heap lock (suite
+    /// run 8, issue 19).
+    fn g1(taker: &str) -> Vec<String> {
+        v(&[
+            "__GI___lll_lock_wait (lowlevellock.c:49)",
+            "___pthread_mutex_lock (pthread_mutex_lock.c:93)",
+            "Mutex::lock_contended(Thread*) (libjvm.so)",
+            "Mutex::lock() (libjvm.so)",
+            taker,
+            "MemAllocator::allocate() const (libjvm.so)",
+            "Runtime1::new_object_array(JavaThread*, Klass*, int) (libjvm.so)",
+            "java.util.HashMap.resize (jit)",
+        ])
+    }
+
+    #[test]
+    fn a_java_thread_on_hotspots_heap_lock_waits_for_the_vm() {
+        let slow = g1("G1CollectedHeap::attempt_allocation_slow(unsigned long) (libjvm.so)");
+        assert_eq!(hotspot_lock_taker(&slow), Some(4));
+        assert_eq!(
+            identify(&slow, None).map(|l| l.name),
+            Some("the JVM's heap lock")
+        );
+        // Another of HotSpot's locks is the VM's, but not the heap lock.
+        let other = g1("CompileBroker::compile_method(methodHandle const&) (libjvm.so)");
+        assert_eq!(hotspot_lock_taker(&other), Some(4));
+        assert!(identify(&other, None).is_none());
+        // Rust's std Mutex and a program's own Mutex::lock are not HotSpot's.
+        let rust = v(&[
+            "syscall (syscall.S:38)",
+            "std::sys::sync::mutex::futex::Mutex::lock_contended (futex.rs:68)",
+            "app::work (main.rs:3)",
+        ]);
+        assert_eq!(hotspot_lock_taker(&rust), None);
+        let cpp = v(&[
+            "__lll_lock_wait (lowlevellock.c:49)",
+            "Mutex::lock() (mutex.cc:10)",
+            "Cache::get(int) (cache.cc:40)",
+        ]);
+        assert_eq!(hotspot_lock_taker(&cpp), None);
+        // A lock frame with nothing past it names no taker.
+        assert_eq!(hotspot_lock_taker(&slow[..4]), None);
     }
 
     #[test]

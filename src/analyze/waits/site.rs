@@ -82,6 +82,18 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
             .collect();
         return (function(&frames[i]).to_string(), via);
     }
+    // A Java thread queued on one of HotSpot's own locks (G1's heap lock
+    // in an allocation's slow path) waits for the VM: the VM function that
+    // takes it is the site, not the method that allocated (issue 19: a
+    // RocketMQ run's heap-lock waits read as contention at a dozen of its
+    // methods).
+    if let Some(i) = crate::analyze::runtime_locks::hotspot_lock_taker(frames) {
+        let via = frames[runtime.min(i)..i]
+            .iter()
+            .map(|f| function(f).to_string())
+            .collect();
+        return (function(&frames[i]).to_string(), via);
+    }
     let own: Vec<&str> = frames.iter().skip(runtime).map(String::as_str).collect();
     if own.is_empty() {
         // All runtime: name it by the outermost runtime frame.

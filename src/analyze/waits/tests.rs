@@ -928,6 +928,35 @@ fn a_thread_stopped_at_a_safepoint_waits_for_the_vm_not_in_its_method_issue_19()
     );
 }
 
+/// Suite run 8: Java threads queued on G1's heap lock in an allocation's
+/// slow path were a dozen contended sites named by the methods that
+/// allocated (HashMap.resize under MessageDecoder...), one of 159 ms; they
+/// wait for the VM, at the VM function that takes its lock.
+#[test]
+fn a_java_thread_on_one_of_hotspots_locks_waits_at_the_vm_function_issue_19() {
+    let f: Vec<String> = [
+        "futex_wait (futex-internal.h:146) [inlined]",
+        "__GI___lll_lock_wait (lowlevellock.c:49)",
+        "___pthread_mutex_lock (pthread_mutex_lock.c:93)",
+        "Mutex::lock_contended(Thread*) (libjvm.so)",
+        "Mutex::lock() (libjvm.so)",
+        "G1CollectedHeap::attempt_allocation_slow(unsigned long) (libjvm.so)",
+        "MemAllocator::allocate() const (libjvm.so)",
+        "Runtime1::new_object_array(JavaThread*, Klass*, int) (libjvm.so)",
+        "java.util.HashMap.resize (jit)",
+        "org.apache.rocketmq.common.message.MessageDecoder.string2messageProperties (jit)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (site, via) = site_of(&f, 3, WAIT_WORDS);
+    assert_eq!(
+        site,
+        "G1CollectedHeap::attempt_allocation_slow(unsigned long)"
+    );
+    assert_eq!(via, ["Mutex::lock_contended(Thread*)", "Mutex::lock()"]);
+}
+
 /// A thread never sampled on a word joins the sites where that word is
 /// what the site waits on (MIN_UNSAMPLED_WORD_SHARE of its time), not a
 /// site that met it briefly (issue 19: RocketMQ's housekeeping threads,

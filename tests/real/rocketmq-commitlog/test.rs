@@ -133,15 +133,29 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
     assert!(f.remedy.contains("fewer workers"), "{}", f.remedy);
     assert!(f.title.contains("16 threads"), "{}", f.title);
 
-    // One contended lock: every contended site that costs anything is the
-    // send threads' (the timer store's pollers, netty's timer and the
-    // services wait alone, for time).
+    // One contended lock of the program's: every contended site that costs
+    // anything is the send threads' (the timer store's pollers, netty's
+    // timer and the services wait alone, for time). Allocations that queue
+    // on G1's heap lock (a GC in progress) are the JVM's, named by the VM
+    // function that takes it, never by the method that allocated (suite
+    // run 8: 159 ms "at" MessageDecoder.string2messageProperties).
     for s in bad
         .waits
         .iter()
         .filter(|s| s.class == WaitClass::Contention && s.wait_ns >= 100_000_000)
     {
+        if s.runtime_lock.as_deref() == Some("the JVM's heap lock") {
+            assert!(s.function.contains("CollectedHeap::"), "{s:?}");
+            continue;
+        }
         assert!(s.waiter_tids.iter().all(|t| send.contains(t)), "{s:?}");
+    }
+    for s in bad
+        .waits
+        .iter()
+        .filter(|s| s.via.iter().any(|v| v == "Mutex::lock()"))
+    {
+        assert!(!s.function.starts_with("org.apache.rocketmq"), "{s:?}");
     }
     idle_is_never_contention(&bad);
     // The broker's JIT frames were named: the JVM was asked for its map.
