@@ -5,3 +5,4 @@
 
 pub mod memory;
 pub mod python;
+pub mod ruby;

@@ -1,0 +1,142 @@
+//! CRuby frames named from outside the process (issue 20): a live Ruby 3.1
+//! reports its execution context, its thread pointer and its own frames
+//! (`caller_locations`), and kerntax's reader walks the same frames from
+//! its memory and names them: labels, files and lines, through a C method
+//! that calls back into Ruby. The thread-local execution context is also
+//! found the way the BPF walk will: the thread's DTV, the module id and
+//! offset from libruby's GOT. Debian's interpreter by full path.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use kerntax::interp::memory::{Memory, ProcessMemory};
+use kerntax::interp::ruby::{discover, iseq::Iseq, layout, stack};
+
+const RUBY: &str = "/usr/bin/ruby3.1";
+
+fn rb_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/ruby")
+        .join(name)
+}
+
+/// glibc x86-64: the thread pointer's second word is the DTV; a module's
+/// entry is 16 bytes, its block's address first.
+const TCB_DTV: u64 = 8;
+const DTV_ENTRY: u64 = 16;
+
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_live_rubys_frames_are_named_as_its_own_backtrace_names_them() {
+    assert!(
+        std::path::Path::new(RUBY).exists(),
+        "{RUBY} is needed (scripts/test.sh installs ruby3.1)"
+    );
+    let mut child = Child(
+        Command::new(RUBY)
+            .arg(rb_fixture("frames.rb"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    let mut line = String::new();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let ec = report["ec"].as_u64().unwrap();
+    let tp = report["tp"].as_u64().unwrap();
+    let cfuncs: Vec<&str> = report["cfuncs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let truth: Vec<(String, String, i32)> = report["truth"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t[0].as_str().unwrap().to_string(),
+                t[1].as_str().unwrap().to_string(),
+                t[2].as_i64().unwrap() as i32,
+            )
+        })
+        .filter(|t| !cfuncs.contains(&t.0.as_str()))
+        .collect();
+    // The child's own account has the chain it was written with.
+    let labels: Vec<&str> = truth.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "leaf",
+            "block in middle",
+            "middle",
+            "block in outer",
+            "outer",
+            "<main>"
+        ]
+    );
+
+    let mem = ProcessMemory { pid };
+    let maps = kerntax::stacks::maps::read(pid).unwrap();
+    let rt = discover::find(&maps, &mem).unwrap().expect("libruby found");
+    assert_eq!((rt.version.0, rt.version.1), (3, 1), "{rt:?}");
+    let l = layout::for_version(rt.version.0, rt.version.1).unwrap();
+    // The execution context through the DTV, as BPF will find it.
+    let tls = rt.ec.expect("ruby_current_ec's GOT slots");
+    let dtv = mem.read_u64(tp + TCB_DTV).unwrap();
+    let block = mem.read_u64(dtv + tls.module * DTV_ENTRY).unwrap();
+    assert_eq!(mem.read_u64(block + tls.offset).unwrap(), ec, "{tls:?}");
+
+    let frames = stack::walk(&mem, &l, ec, stack::MAX_FRAMES).unwrap();
+    let named: Vec<(String, String, i32)> = frames
+        .iter()
+        .filter(|f| f.is_ruby())
+        .map(|f| {
+            let i = Iseq::read(&mem, &l, f.iseq).unwrap();
+            let line = i.line(&mem, f.pc).unwrap();
+            (i.label, i.path, line)
+        })
+        .collect();
+    assert_eq!(named, truth);
+    // `middle`'s call is in the line table's second 512-bit block.
+    let middle = frames
+        .iter()
+        .filter(|f| f.is_ruby())
+        .nth(2)
+        .map(|f| {
+            Iseq::read(&mem, &l, f.iseq)
+                .unwrap()
+                .position(f.pc)
+                .unwrap()
+        })
+        .unwrap();
+    assert!(
+        middle > kerntax::interp::ruby::succ::IMMEDIATE + 512,
+        "{middle}"
+    );
+    // The outermost frame of each rb_vm_exec activation says so: the
+    // blocks a C method called back, and the main script.
+    let finish: Vec<bool> = frames
+        .iter()
+        .filter(|f| f.is_ruby())
+        .map(|f| f.finishes_run())
+        .collect();
+    assert_eq!(
+        finish,
+        [false, true, false, true, false, true],
+        "{frames:x?}"
+    );
+}
