@@ -306,6 +306,10 @@ pub enum FrameLoc {
     /// it was at (0: unknown), named from the code object read while the
     /// process lived (`interp::python::frames`).
     Python { pid: u32, code: u64, line: i32 },
+    /// A Ruby frame of process `pid`: its iseq (its number among those
+    /// read) and line (0: unknown), named from the iseq read while the
+    /// process lived (`interp::ruby::frames`).
+    Ruby { pid: u32, iseq: u64, line: i32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -148,18 +148,25 @@ fn register_pythons(collector: &Collector<'_>, unwinding: &mut Unwinding) {
             unwinding.python.stats.registrations_failed += 1;
         }
     }
+    for (pid, config) in std::mem::take(&mut unwinding.ruby.to_register) {
+        if collector.register_ruby(pid, &config).is_err() {
+            unwinding.ruby.stats.registrations_failed += 1;
+        }
+    }
 }
 
 /// What the interpreters' frame walk gave, for the report.
-fn interpreters(py: &crate::interp::python::frames::Pythons) -> crate::report::Interpreters {
-    crate::report::Interpreters {
-        seen: py
-            .seen
-            .iter()
-            .map(|(pid, what)| format!("pid {pid}: {what}"))
-            .collect(),
-        ..py.stats.clone()
-    }
+fn interpreters(u: &Unwinding) -> crate::report::Interpreters {
+    let mut out = u.python.stats.clone();
+    out.add(&u.ruby.stats);
+    out.seen = u
+        .python
+        .seen
+        .iter()
+        .chain(&u.ruby.seen)
+        .map(|(pid, what)| format!("pid {pid}: {what}"))
+        .collect();
+    out
 }
 
 /// kerntax's own resource usage so far (all its threads).
@@ -414,8 +421,10 @@ fn loss(
         bpf_recursion_misses,
         jit_frames_unnamed: jit.frames_unnamed(),
         jit_stacks_cut: jit.stacks_cut,
-        interpreted_frames_unreadable: unwinding.python.stats.frames_unreadable,
-        interpreted_chains_faulted: unwinding.python.stats.samples_fault,
+        interpreted_frames_unreadable: unwinding.python.stats.frames_unreadable
+            + unwinding.ruby.stats.frames_unreadable,
+        interpreted_chains_faulted: unwinding.python.stats.samples_fault
+            + unwinding.ruby.stats.samples_fault,
     }
 }
 
@@ -592,7 +601,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             stack_bytes_copied: crate::collect::STACK_BYTES as u64,
             unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
             jit: jit.processes,
-            interpreters: interpreters(&unwinding.python),
+            interpreters: interpreters(&unwinding),
         },
         loss,
         profiler: Profiler {

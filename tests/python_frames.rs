@@ -15,7 +15,7 @@ use kerntax::interp::memory::ProcessMemory;
 use kerntax::interp::python::code::CodeLayout;
 use kerntax::interp::python::{discover, linetable};
 
-use common::{bpf_available, run};
+use common::{bpf_available, interpreted_frames, run};
 
 const PYTHON: &str = "/usr/bin/python3.11";
 
@@ -173,26 +173,6 @@ fn named_from_outside(python: &str, minor: u32) {
     );
 }
 
-/// The Python frames of one folded stack (`name (file.py:line)`), outermost
-/// first, and whether a native frame sits between two of them.
-fn python_frames(stack: &str) -> (Vec<(String, i64)>, bool) {
-    let (mut out, mut native_between) = (Vec::new(), false);
-    let mut seen_native_after_python = false;
-    for f in stack.split(';') {
-        match f.rsplit_once(" (busy.py:") {
-            Some((name, line)) => {
-                native_between |= seen_native_after_python;
-                out.push((
-                    name.to_string(),
-                    line.trim_end_matches(')').parse().unwrap_or(0),
-                ));
-            }
-            None => seen_native_after_python |= !out.is_empty(),
-        }
-    }
-    (out, native_between)
-}
-
 #[test]
 fn a_profiled_python_program_shows_its_own_functions_and_lines() {
     if !bpf_available() {
@@ -312,7 +292,7 @@ fn python_stacks_are_right(
     for l in folded.lines() {
         let (stack, n) = l.rsplit_once(' ').unwrap();
         let n: u64 = n.parse().unwrap();
-        let (frames, native_between) = python_frames(stack);
+        let (frames, native_between) = interpreted_frames(stack, " (busy.py:");
         if !frames.is_empty() || stack.contains("_PyEval_EvalFrameDefault") {
             in_eval += n;
         }

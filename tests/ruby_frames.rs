@@ -6,12 +6,16 @@
 //! found the way the BPF walk will: the thread's DTV, the module id and
 //! offset from libruby's GOT. Debian's interpreter by full path.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use kerntax::interp::memory::{Memory, ProcessMemory};
 use kerntax::interp::ruby::{discover, iseq::Iseq, layout, stack};
+
+use common::{bpf_available, interpreted_frames, run};
 
 const RUBY: &str = "/usr/bin/ruby3.1";
 
@@ -139,4 +143,82 @@ fn a_live_rubys_frames_are_named_as_its_own_backtrace_names_them() {
         [false, true, false, true, false, true],
         "{frames:x?}"
     );
+}
+
+/// Root, BPF: `kerntax run` on a CPU-bound Ruby program puts its methods
+/// and lines into its stacks, in place of the VM's `rb_vm_exec`.
+#[test]
+fn a_profiled_ruby_program_shows_its_own_methods_and_lines() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (truth_path, folded_path) = (dir.path().join("truth.json"), dir.path().join("folded"));
+    let p = run(
+        &["--folded", folded_path.to_str().unwrap()],
+        &[
+            RUBY,
+            rb_fixture("busy.rb").to_str().unwrap(),
+            "3",
+            truth_path.to_str().unwrap(),
+        ],
+    );
+    assert!(p.output.status.success(), "{}", p.stderr);
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
+    let folded = std::fs::read_to_string(&folded_path).unwrap();
+    let rb = &p.report.sampling.interpreters;
+    assert!(rb.seen.iter().any(|s| s.contains("CRuby 3.1")), "{rb:?}");
+    assert!(rb.samples >= 200 && rb.frames >= 2 * rb.samples, "{rb:?}");
+    assert!(rb.samples_fault * 50 <= rb.samples, "{rb:?}");
+    assert!(rb.merge_mismatches * 50 <= rb.samples, "{rb:?}");
+    assert!(rb.frames_unreadable * 20 <= rb.frames, "{rb:?}");
+
+    let span = |m: &str| {
+        (
+            truth[m]["first"].as_i64().unwrap(),
+            truth[m]["last"].as_i64().unwrap(),
+        )
+    };
+    let (mut in_vm, mut with_ruby, mut reentered, mut chain) = (0u64, 0u64, 0u64, 0u64);
+    let mut leftover = 0u64;
+    for l in folded.lines() {
+        let (stack, n) = l.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        let (frames, native_between) = interpreted_frames(stack, " (busy.rb:");
+        if !frames.is_empty() || stack.contains("rb_vm_exec") {
+            in_vm += n;
+        }
+        if frames.is_empty() {
+            continue;
+        }
+        with_ruby += n;
+        // No rb_vm_exec left among the program's own frames.
+        let inner = stack.split_once(" (busy.rb:").unwrap().1;
+        if inner.contains("rb_vm_exec") {
+            leftover += n;
+        }
+        for (name, line) in &frames {
+            let key = match name.as_str() {
+                "block in run" => "run",
+                n if ["leaf", "middle", "keyfn", "run"].contains(&n) => n,
+                _ => continue,
+            };
+            let (first, last) = span(key);
+            assert!((first..=last).contains(line), "{name}:{line} in {stack}");
+        }
+        let names: Vec<&str> = frames.iter().map(|(n, _)| n.as_str()).collect();
+        if names.ends_with(&["run", "middle", "leaf"]) {
+            chain += n;
+        }
+        if names.ends_with(&["block in run", "keyfn", "leaf"]) && native_between {
+            reentered += n;
+        }
+    }
+    // Nearly every sample in the VM carries Ruby frames.
+    assert!(with_ruby * 10 >= in_vm * 9, "{with_ruby} of {in_vm}");
+    assert!(leftover * 50 <= with_ruby, "{leftover} of {with_ruby}");
+    // The dominant chain, and the C method's callback through sort_by.
+    assert!(chain * 2 >= with_ruby, "{chain} of {with_ruby}:\n{folded}");
+    assert!(reentered > 0, "{folded}");
 }

@@ -83,6 +83,7 @@ pub fn run(
         &unwinding.modules,
         &unwinding.jit_maps,
         &unwinding.python,
+        &unwinding.ruby,
         tally.stacks().flat_map(|s| &s.frames),
     );
     let frames = |s: &UnwoundStack| symbols.stack(&s.frames);

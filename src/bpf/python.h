@@ -43,5 +43,6 @@ struct kt_py_frame {
 #define KT_PY_NO_THREAD 2  /* the thread has no thread state (not Python's) */
 #define KT_PY_FAULT 4      /* a read failed midway (frames kept up to there) */
 #define KT_PY_TRUNCATED 8  /* deeper than KT_PY_FRAMES */
+#define KT_PY_RUBY 16      /* the records are CRuby's (struct kt_rb_frame, ruby.h) */
 
 #endif

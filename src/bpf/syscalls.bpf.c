@@ -215,6 +215,7 @@ static __always_inline __u64 stack_span(struct task_struct *task, __u64 sp)
 #define KT_PF_EXITING 0x00000004
 
 #include "python.bpf.h"
+#include "ruby.bpf.h"
 
 /*
  * Nothing of the user stack could be copied. That is no loss in do_exit
@@ -264,7 +265,10 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
 	__u32 first = 4096 - (sp & 4095);
 
 	if (sc) {
-		py_walk(s, sc);
+		/* A process is CPython's or CRuby's: their records take the
+		 * same place (16 bytes each, as many). */
+		if (!rb_walk(s, sc->frames, sc->frame))
+			py_walk(s, sc);
 		py_bytes = s->py_frames * sizeof(struct kt_py_frame);
 		if (py_bytes > sizeof(sc->frames))
 			py_bytes = sizeof(sc->frames);

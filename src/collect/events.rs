@@ -87,6 +87,8 @@ pub struct StackSample {
     /// A Python process's sample: the thread's Python frames as BPF read
     /// them (None: the process is not registered as Python).
     pub python: Option<crate::interp::python::walk::PyFrames>,
+    /// A Ruby process's sample: the thread's Ruby frames as BPF read them.
+    pub ruby: Option<crate::interp::ruby::walk::RbFrames>,
 }
 
 /// What an on-CPU sample saw besides the user stack.
@@ -107,6 +109,7 @@ impl StackSample {
         StackSample {
             stack: Vec::new(),
             python: None,
+            ruby: None,
             ..self.clone()
         }
     }
@@ -248,6 +251,7 @@ impl Event {
                         String::from_utf8_lossy(&ev.extra[..end]).into_owned()
                     }),
                     python: crate::interp::python::walk::PyFrames::decode(ev.py_flags, py),
+                    ruby: crate::interp::ruby::walk::RbFrames::decode(ev.py_flags, py),
                 })))
             }
             KT_EV_FORK | KT_EV_EXEC => {

@@ -155,6 +155,18 @@ impl<'obj> Collector<'obj> {
             .context("registering a Python process")
     }
 
+    /// Registers a CRuby process for the frame walk at sample time
+    /// (src/bpf/ruby.bpf.h).
+    pub fn register_ruby(&self, pid: u32, config: &bpf::types::kt_rb_proc) -> Result<()> {
+        // SAFETY: kt_rb_proc is Plain: a repr(C) struct of integers.
+        let value = unsafe { plain::as_bytes(config) };
+        self.skel
+            .maps
+            .kt_rb_procs
+            .update(&pid.to_ne_bytes(), value, MapFlags::ANY)
+            .context("registering a Ruby process")
+    }
+
     /// Seeds the interest-set sizes of the epoll instances `pids` already
     /// have (an attached server registered its fds before kerntax came):
     /// from /proc/PID/fdinfo, where each watched fd is a `tfd:` line.

@@ -6,3 +6,72 @@
 pub mod memory;
 pub mod python;
 pub mod ruby;
+
+use crate::model::FrameLoc;
+use crate::stacks::maps::Mapping;
+
+/// The executable file mappings of a process whose file name starts with
+/// one of `prefixes` (an interpreter's executable or library), each file
+/// once: the only files an interpreter's discovery reads in full.
+pub fn candidate_files<'a>(
+    maps: &'a [Mapping],
+    prefixes: &'a [&str],
+) -> impl Iterator<Item = (&'a Mapping, String)> + 'a {
+    let mut seen = std::collections::HashSet::new();
+    maps.iter()
+        .filter(|m| m.is_file() && m.executable)
+        .filter_map(move |m| {
+            let path = m.path.clone().unwrap_or_default();
+            let base = path.rsplit('/').next().unwrap_or("");
+            (prefixes.iter().any(|p| base.starts_with(p)) && seen.insert(path.clone()))
+                .then_some((m, path))
+        })
+}
+
+/// `frames` (a native stack, innermost first) with each of the native
+/// frames at `evals` (ascending: the interpreter's eval-loop activations)
+/// replaced by the run of interpreted frames it ran, `runs` innermost
+/// first; `push` puts a run's frames out. The two pair from the outermost,
+/// where both sides agree best (an eval frame unwound in a part its
+/// symbols do not cover is missed); a chain cut short (`truncated`, deeper
+/// than BPF records) lacks its outermost runs, so then they pair from the
+/// innermost. Runs left over are put before the innermost paired frame,
+/// or after the whole stack when none paired. Returns the stack and
+/// whether evals and runs failed to pair one to one.
+pub fn merge_runs<R>(
+    frames: Vec<FrameLoc>,
+    mut evals: Vec<usize>,
+    runs: &[Vec<R>],
+    truncated: bool,
+    push: &mut dyn FnMut(&[R], &mut Vec<FrameLoc>),
+) -> (Vec<FrameLoc>, bool) {
+    if truncated && evals.len() > runs.len() {
+        evals.truncate(runs.len());
+    }
+    let mismatched = evals.len() != runs.len();
+    let paired = evals.len().min(runs.len());
+    let mut replace: std::collections::HashMap<usize, &[R]> = std::collections::HashMap::new();
+    for k in 0..paired {
+        replace.insert(evals[evals.len() - 1 - k], &runs[runs.len() - 1 - k]);
+    }
+    let extra = &runs[..runs.len() - paired];
+    let first_paired = (paired > 0).then(|| evals[evals.len() - paired]);
+    let mut out = Vec::with_capacity(frames.len() + runs.iter().map(Vec::len).sum::<usize>());
+    for (i, f) in frames.into_iter().enumerate() {
+        if Some(i) == first_paired {
+            for r in extra {
+                push(r, &mut out);
+            }
+        }
+        match replace.remove(&i) {
+            Some(run) => push(run, &mut out),
+            None => out.push(f),
+        }
+    }
+    if first_paired.is_none() {
+        for r in extra {
+            push(r, &mut out);
+        }
+    }
+    (out, mismatched)
+}

@@ -812,6 +812,20 @@ pub struct Interpreters {
     pub registrations_failed: u64,
 }
 
+impl Interpreters {
+    /// Another interpreter's counts added to these (`seen` left alone).
+    pub fn add(&mut self, o: &Interpreters) {
+        self.samples += o.samples;
+        self.samples_no_thread += o.samples_no_thread;
+        self.samples_fault += o.samples_fault;
+        self.samples_truncated += o.samples_truncated;
+        self.frames += o.frames;
+        self.frames_unreadable += o.frames_unreadable;
+        self.merge_mismatches += o.merge_mismatches;
+        self.registrations_failed += o.registrations_failed;
+    }
+}
+
 /// One process's JIT code (a JVM, Node, CPython's perf trampolines): where
 /// its frames' names came from, and what kept some of them unnamed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

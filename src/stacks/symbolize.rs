@@ -11,6 +11,7 @@ use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 use super::elf::ModuleTable;
 use super::jit::{self, JitMaps};
 use crate::interp::python::frames::Pythons;
+use crate::interp::ruby::frames::Rubies;
 use crate::model::FrameLoc;
 
 /// Symbolized frames: each location becomes one or more strings (inlined
@@ -102,7 +103,7 @@ impl Symbols {
                     .get(*module)
                     .is_some_and(|p| is_runtime_library(p)),
                 FrameLoc::Unmapped { mapping, .. } => mapping.as_deref() == Some("[vdso]"),
-                FrameLoc::Jit { .. } | FrameLoc::Python { .. } => false,
+                FrameLoc::Jit { .. } | FrameLoc::Python { .. } | FrameLoc::Ruby { .. } => false,
             };
             if !runtime {
                 break;
@@ -116,6 +117,7 @@ impl Symbols {
         modules: &ModuleTable,
         jit_maps: &JitMaps,
         python: &Pythons,
+        ruby: &Rubies,
         locs: impl IntoIterator<Item = &'a FrameLoc>,
     ) -> Symbols {
         let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
@@ -153,6 +155,16 @@ impl Symbols {
                     let s = python.name(*code, *line).unwrap_or_else(|| {
                         out.unresolved += 1;
                         "[python: code gone]".to_string()
+                    });
+                    out.names.insert(loc.clone(), vec![s]);
+                }
+                FrameLoc::Ruby { iseq, line, .. } => {
+                    if out.names.contains_key(loc) {
+                        continue;
+                    }
+                    let s = ruby.name(*iseq, *line).unwrap_or_else(|| {
+                        out.unresolved += 1;
+                        "[ruby: iseq unreadable]".to_string()
                     });
                     out.names.insert(loc.clone(), vec![s]);
                 }
@@ -262,6 +274,7 @@ mod tests {
             &ModuleTable::default(),
             &JitMaps::default(),
             &Pythons::default(),
+            &Rubies::default(),
             &locs,
         );
         assert_eq!(

@@ -85,6 +85,8 @@ pub struct Unwinding {
     pub jit_maps: super::jit::JitMaps,
     /// CPython processes: their frames merged into stacks, and named.
     pub python: crate::interp::python::frames::Pythons,
+    /// CRuby processes: the same.
+    pub ruby: crate::interp::ruby::frames::Rubies,
     /// Processes whose memory map was read again in this batch of samples.
     reread: HashSet<u32>,
     pub stats: UnwindStats,
@@ -116,6 +118,7 @@ impl Unwinding {
     fn keep(&mut self, pid: u32, mappings: Vec<Mapping>) {
         if pid != std::process::id() {
             self.python.learn(pid, &mappings);
+            self.ruby.learn(pid, &mappings);
         }
         let p = self.build(&mappings);
         self.procs.insert(pid, p);
@@ -229,6 +232,7 @@ impl Unwinding {
         self.before_exec.remove(&pid);
         self.procs.remove(&pid);
         self.python.forget(pid);
+        self.ruby.forget(pid);
         self.forked_from.remove(&pid);
         self.learn(pid);
         // A command run by a relative path: the exec names it relative to
@@ -376,16 +380,20 @@ impl Unwinding {
         if truncated {
             self.stats.truncated += 1;
         }
+        // Whether a native frame is in the interpreter's eval function
+        // (`range`, as its file `path` states it).
+        let paths = &self.modules.paths;
+        let in_eval = |f: &FrameLoc, range: &std::ops::Range<u64>, path: &str| match f {
+            FrameLoc::InModule { module, svma } => {
+                range.contains(svma) && paths.get(*module).is_some_and(|p| p == path)
+            }
+            _ => false,
+        };
         if let Some(py) = &s.python {
-            let paths = &self.modules.paths;
-            frames = self
-                .python
-                .merge(owner, frames, py, |f, eval, path| match f {
-                    FrameLoc::InModule { module, svma } => {
-                        eval.contains(svma) && paths.get(*module).is_some_and(|p| p == path)
-                    }
-                    _ => false,
-                });
+            frames = self.python.merge(owner, frames, py, in_eval);
+        }
+        if let Some(rb) = &s.ruby {
+            frames = self.ruby.merge(owner, frames, rb, in_eval);
         }
         let stack = UnwoundStack { frames, truncated };
         Unwound {
@@ -398,6 +406,7 @@ impl Unwinding {
     pub fn new_batch(&mut self) {
         self.reread.clear();
         self.python.new_batch();
+        self.ruby.new_batch();
     }
 }
 

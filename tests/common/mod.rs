@@ -140,3 +140,24 @@ pub fn has_frame(frames: &[String], func: &str) -> bool {
             .is_some_and(|rest| rest.starts_with(' '))
     })
 }
+
+/// A folded stack's (outermost first) frames of one interpreted file, as
+/// (function, line), where `marker` is ` (FILE:` (` (busy.py:`); and
+/// whether native code runs between two of them (a C function calling
+/// back into the interpreter: `sorted` with a key function).
+pub fn interpreted_frames(stack: &str, marker: &str) -> (Vec<(String, i64)>, bool) {
+    let (mut out, mut native_between, mut native_after) = (Vec::new(), false, false);
+    for f in stack.split(';') {
+        match f.rsplit_once(marker) {
+            Some((name, line)) => {
+                native_between |= native_after;
+                out.push((
+                    name.to_string(),
+                    line.trim_end_matches(')').parse().unwrap_or(0),
+                ));
+            }
+            None => native_after |= !out.is_empty(),
+        }
+    }
+    (out, native_between)
+}

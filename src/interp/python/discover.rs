@@ -150,18 +150,9 @@ pub fn tss_key(code: &[u8], svma: u64, runtime: std::ops::Range<u64>) -> Option<
 /// CPython in the process whose mappings are `maps`, read through `mem`;
 /// None when no mapped file exports the eval loop.
 pub fn find(maps: &[Mapping], mem: &dyn Memory) -> io::Result<Option<Runtime>> {
-    let mut seen = std::collections::HashSet::new();
-    for m in maps.iter().filter(|m| m.is_file() && m.executable) {
-        let path = m.path.clone().unwrap_or_default();
-        if !seen.insert(path.clone()) {
-            continue;
-        }
-        // Only files that can be CPython: python3.X executables and
-        // libpython3.X; anything else is not read in full.
-        let base = path.rsplit('/').next().unwrap_or("");
-        if !base.starts_with("python") && !base.starts_with("libpython") {
-            continue;
-        }
+    // Only files that can be CPython: python3.X executables and
+    // libpython3.X; anything else is not read in full.
+    for (m, path) in crate::interp::candidate_files(maps, &["python", "libpython"]) {
         let (syms, key) = exported(&path)?;
         if NEEDED.iter().any(|n| !syms.contains_key(n)) {
             continue;

@@ -213,48 +213,14 @@ impl Pythons {
         if runs.is_empty() {
             return frames;
         }
-        let mut evals: Vec<usize> = (0..frames.len())
+        let evals: Vec<usize> = (0..frames.len())
             .filter(|&i| eval_at(&frames[i], &svma, &path))
             .collect();
-        // A chain cut short (deeper than BPF records) lacks its outermost
-        // runs: its eval frames pair from the innermost, the outer ones
-        // stay as they are.
-        if py.truncated && evals.len() > runs.len() {
-            evals.truncate(runs.len());
-        }
-        // Otherwise eval frames pair with runs from the outermost: the root
-        // of a stack is what both sides agree on best (an eval frame unwound
-        // in its cold part is missed).
-        let paired = evals.len().min(runs.len());
-        if evals.len() != runs.len() {
-            self.stats.merge_mismatches += 1;
-        }
-        let mut replace: HashMap<usize, Vec<PyFrameRec>> = HashMap::new();
-        for k in 0..paired {
-            let e = evals[evals.len() - 1 - k];
-            replace.insert(e, runs[runs.len() - 1 - k].clone());
-        }
-        // Runs left over (innermost ones): before the innermost paired
-        // frame, or after the whole native stack when none paired.
-        let extra: Vec<PyFrameRec> = runs[..runs.len() - paired]
-            .iter()
-            .flatten()
-            .copied()
-            .collect();
-        let mut out = Vec::with_capacity(frames.len() + py.frames.len());
-        let first_paired = (paired > 0).then(|| evals[evals.len() - paired]);
-        for (i, f) in frames.into_iter().enumerate() {
-            if Some(i) == first_paired {
-                self.push_python(pid, &extra, &mut out);
-            }
-            match replace.remove(&i) {
-                Some(run) => self.push_python(pid, &run, &mut out),
-                None => out.push(f),
-            }
-        }
-        if first_paired.is_none() {
-            self.push_python(pid, &extra, &mut out);
-        }
+        let (out, mismatched) =
+            crate::interp::merge_runs(frames, evals, &runs, py.truncated, &mut |run, out| {
+                self.push_python(pid, run, out)
+            });
+        self.stats.merge_mismatches += u64::from(mismatched);
         out
     }
 

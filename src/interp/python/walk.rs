@@ -5,7 +5,7 @@
 
 use crate::collect::bpf::types;
 use crate::collect::events::constants::{
-    KT_PY_FAULT, KT_PY_NO_THREAD, KT_PY_TRUNCATED, KT_PY_WALKED,
+    KT_PY_FAULT, KT_PY_NO_THREAD, KT_PY_RUBY, KT_PY_TRUNCATED, KT_PY_WALKED,
 };
 
 /// One frame as BPF read it.
@@ -39,10 +39,10 @@ pub const RECORD_BYTES: usize = 16;
 
 impl PyFrames {
     /// The records BPF sent (`py_flags`, then `py_frames` records); None
-    /// when the process is not registered.
+    /// when the process is not registered as a CPython.
     pub fn decode(flags: u16, bytes: &[u8]) -> Option<PyFrames> {
         let flags = u32::from(flags);
-        if flags & KT_PY_WALKED == 0 {
+        if flags & KT_PY_WALKED == 0 || flags & KT_PY_RUBY != 0 {
             return None;
         }
         let frames = bytes

@@ -112,16 +112,7 @@ fn exported(path: &str) -> io::Result<Option<Exported>> {
 /// CRuby in the process whose mappings are `maps`, read through `mem`;
 /// None when no mapped file exports the VM.
 pub fn find(maps: &[Mapping], mem: &dyn Memory) -> io::Result<Option<Runtime>> {
-    let mut seen = std::collections::HashSet::new();
-    for m in maps.iter().filter(|m| m.is_file() && m.executable) {
-        let path = m.path.clone().unwrap_or_default();
-        if !seen.insert(path.clone()) {
-            continue;
-        }
-        let base = path.rsplit('/').next().unwrap_or("");
-        if !base.starts_with("libruby") && !base.starts_with("ruby") {
-            continue;
-        }
+    for (m, path) in crate::interp::candidate_files(maps, &["libruby", "ruby"]) {
         let Some(x) = exported(&path)? else { continue };
         let elf = ElfFile::open(&path).map_err(|e| io::Error::other(format!("{e:#}")))?;
         let Some(bias) = elf.bias(m) else { continue };

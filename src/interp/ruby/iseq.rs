@@ -40,7 +40,9 @@ fn bad(what: &str) -> io::Error {
 
 /// A Ruby string's bytes (as text, invalid UTF-8 replaced).
 pub fn string(mem: &dyn Memory, v: u64) -> io::Result<String> {
-    let head = mem.read_vec(v, 32)?;
+    // Flags, class, then 24 bytes: an embedded string's (up to 23 and a
+    // NUL), or a heap string's length and pointer.
+    let head = mem.read_vec(v, (STR_EMBED + 24) as usize)?;
     let flags = u64_at(&head, 0).ok_or_else(|| bad("short string"))?;
     if flags & T_MASK != T_STRING {
         return Err(bad("not a String"));
@@ -118,6 +120,17 @@ impl Iseq {
         })
     }
 
+    /// A pc BPF sent as its low half, whole again: the iseq's code is
+    /// under 4 GiB, so it lies within 4 GiB past where the code starts.
+    pub fn full_pc(&self, pc_lo: u64) -> u64 {
+        let pc = (self.encoded & !0xffff_ffff) | (pc_lo & 0xffff_ffff);
+        if pc < self.encoded {
+            pc + (1 << 32)
+        } else {
+            pc
+        }
+    }
+
     /// The instruction a frame's `pc` is at: `pc` points past the one
     /// running, as CRuby's own backtraces count it.
     pub fn position(&self, pc: u64) -> Option<u32> {
@@ -153,5 +166,45 @@ impl Iseq {
         }
         let e = mem.read_vec(self.insns_info + u64::from(index) * self.entry_bytes, 4)?;
         i32_at(&e, 0).ok_or_else(|| bad("short entry"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp::memory::FakeMemory;
+
+    fn embedded(text: &str) -> Vec<u8> {
+        let flags = T_STRING | ((text.len() as u64) << STR_EMBED_LEN_SHIFT);
+        let mut b = flags.to_le_bytes().to_vec();
+        b.extend([0u8; 8]);
+        b.extend(text.as_bytes());
+        b.resize(STR_EMBED as usize + 24, 0);
+        b
+    }
+
+    /// A 23-byte label is embedded whole (the first reader took 32 bytes of
+    /// the object and refused every label over 16).
+    #[test]
+    fn strings_read_embedded_up_to_23_bytes_and_from_the_heap() {
+        let long = "block in handle_request";
+        assert_eq!(long.len(), 23);
+        let mut heap = (T_STRING | FL_USER1).to_le_bytes().to_vec();
+        heap.extend([0u8; 8]);
+        heap.extend(5u64.to_le_bytes());
+        heap.extend(0x9000u64.to_le_bytes());
+        heap.resize(40, 0);
+        let mem = FakeMemory {
+            blocks: vec![
+                (0x1000, embedded(long)),
+                (0x2000, heap),
+                (0x9000, b"<main>".to_vec()),
+                (0x3000, embedded("x").into_iter().map(|_| 0).collect()),
+            ],
+        };
+        assert_eq!(string(&mem, 0x1000).unwrap(), long);
+        assert_eq!(string(&mem, 0x2000).unwrap(), "<main");
+        // Not a String (flags 0: a freed slot): refused, not read.
+        assert!(string(&mem, 0x3000).is_err());
     }
 }

@@ -11,10 +11,14 @@
 //! - `stack`: a thread's control frames, from its execution context;
 //! - `iseq`: an iseq's label, file and line table, and Ruby's strings;
 //! - `succ`: the succinct bit-vector that maps a program counter to its
-//!   line-table entry.
+//!   line-table entry;
+//! - `walk`: what BPF is told of a process and sends back per sample;
+//! - `frames`: each sample's Ruby frames merged into its native stack.
 
 pub mod discover;
+pub mod frames;
 pub mod iseq;
 pub mod layout;
 pub mod stack;
 pub mod succ;
+pub mod walk;

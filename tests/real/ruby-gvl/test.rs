@@ -15,6 +15,13 @@ fn ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not() {
     // Named by its role, not libruby-3.1.so.3.1.7+0x20fe82.
     assert_eq!(f.culprit.name, "Ruby's GVL", "{f:?}");
     assert!(f.remedy.contains("Ractors"), "{}", f.remedy);
+    // Issue 20: its threads queue from the program's own Ruby method,
+    // named from the VM's frames (`work`, gvl_work.rb's loop).
+    assert!(
+        f.title.contains("queued in work (gvl_work.rb:"),
+        "{}",
+        f.title
+    );
     // About 3 of the 4 wait at any time; its two waits (gvl_acquire_common
     // and the timer's timed wait) are one lock.
     let queued = f
