@@ -167,9 +167,74 @@ fn a_profiled_ruby_program_shows_its_own_methods_and_lines() {
     let truth: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
     let folded = std::fs::read_to_string(&folded_path).unwrap();
-    let rb = &p.report.sampling.interpreters;
+    ruby_stacks_are_right(&p.report, &folded, &truth, 200);
+}
+
+/// `kerntax attach` on a Ruby program already running: the same frames.
+#[test]
+fn attached_to_a_running_ruby_program_kerntax_reads_its_frames() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (truth_path, folded_path, json) = (
+        dir.path().join("truth.json"),
+        dir.path().join("folded"),
+        dir.path().join("r.json"),
+    );
+    let mut child = Child(
+        Command::new(RUBY)
+            .arg(rb_fixture("busy.rb"))
+            .args(["5", truth_path.to_str().unwrap()])
+            .spawn()
+            .unwrap(),
+    );
+    // Its truth is written before it starts working.
+    while !truth_path.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = common::kerntax()
+        .args([
+            "attach",
+            &child.0.id().to_string(),
+            "--duration",
+            "2",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--folded")
+        .arg(&folded_path)
+        .output()
+        .unwrap();
+    let _ = child.0.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: kerntax::report::Report =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
+    let folded = std::fs::read_to_string(&folded_path).unwrap();
+    ruby_stacks_are_right(&report, &folded, &truth, 150);
+}
+
+/// What a profile of busy.rb must show: CRuby seen, its chains read, and
+/// the program's methods and lines in its stacks.
+fn ruby_stacks_are_right(
+    report: &kerntax::report::Report,
+    folded: &str,
+    truth: &serde_json::Value,
+    min_samples: u64,
+) {
+    let rb = &report.sampling.interpreters;
     assert!(rb.seen.iter().any(|s| s.contains("CRuby 3.1")), "{rb:?}");
-    assert!(rb.samples >= 200 && rb.frames >= 2 * rb.samples, "{rb:?}");
+    assert!(
+        rb.samples >= min_samples && rb.frames >= 2 * rb.samples,
+        "{rb:?}"
+    );
     assert!(rb.samples_fault * 50 <= rb.samples, "{rb:?}");
     assert!(rb.merge_mismatches * 50 <= rb.samples, "{rb:?}");
     assert!(rb.frames_unreadable * 20 <= rb.frames, "{rb:?}");
