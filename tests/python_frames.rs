@@ -15,7 +15,7 @@ use kerntax::interp::memory::ProcessMemory;
 use kerntax::interp::python::code::CodeLayout;
 use kerntax::interp::python::{discover, linetable};
 
-use common::{bpf_available, interpreted_frames, run};
+use common::{bpf_available, interpreted_frames, profiled_with_truth};
 
 const PYTHON: &str = "/usr/bin/python3.11";
 
@@ -185,22 +185,10 @@ fn a_profiled_python_program_shows_its_own_functions_and_lines() {
 }
 
 fn profiled(python: &str, version: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let (truth_path, folded_path) = (dir.path().join("truth.json"), dir.path().join("folded"));
-    let p = run(
-        &["--folded", folded_path.to_str().unwrap()],
-        &[
-            python,
-            py_fixture("busy.py").to_str().unwrap(),
-            "3",
-            truth_path.to_str().unwrap(),
-        ],
-    );
-    assert!(p.output.status.success(), "{}", p.stderr);
-    let truth: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
-    let folded = std::fs::read_to_string(&folded_path).unwrap();
-    python_stacks_are_right(&p.report, &folded, &truth, version, 200);
+    let busy = py_fixture("busy.py");
+    let (report, folded, truth) =
+        profiled_with_truth(&[python, busy.to_str().unwrap(), "3"], false);
+    python_stacks_are_right(&report, &folded, &truth, version, 200);
 }
 
 /// `kerntax attach` on a Python program already running: the same frames.
@@ -209,46 +197,8 @@ fn attached_to_a_running_python_program_kerntax_reads_its_frames() {
     if !bpf_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (truth_path, folded_path, json) = (
-        dir.path().join("truth.json"),
-        dir.path().join("folded"),
-        dir.path().join("r.json"),
-    );
-    let mut child = Command::new(PYTHON)
-        .arg(py_fixture("busy.py"))
-        .args(["5", truth_path.to_str().unwrap()])
-        .spawn()
-        .unwrap();
-    // Past its imports: its truth is written before it starts working.
-    while !truth_path.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let out = common::kerntax()
-        .args([
-            "attach",
-            &child.id().to_string(),
-            "--duration",
-            "2",
-            "--json",
-        ])
-        .arg(&json)
-        .arg("--folded")
-        .arg(&folded_path)
-        .output()
-        .unwrap();
-    let _ = child.wait();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: kerntax::report::Report =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let truth: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
-    let folded = std::fs::read_to_string(&folded_path).unwrap();
+    let busy = py_fixture("busy.py");
+    let (report, folded, truth) = profiled_with_truth(&[PYTHON, busy.to_str().unwrap(), "5"], true);
     python_stacks_are_right(&report, &folded, &truth, "CPython 3.11", 150);
 }
 

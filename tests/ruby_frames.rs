@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use kerntax::interp::memory::{Memory, ProcessMemory};
 use kerntax::interp::ruby::{discover, iseq::Iseq, layout, stack};
 
-use common::{bpf_available, interpreted_frames, run};
+use common::{bpf_available, interpreted_frames, profiled_with_truth};
 
 const RUBY: &str = "/usr/bin/ruby3.1";
 
@@ -152,22 +152,9 @@ fn a_profiled_ruby_program_shows_its_own_methods_and_lines() {
     if !bpf_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (truth_path, folded_path) = (dir.path().join("truth.json"), dir.path().join("folded"));
-    let p = run(
-        &["--folded", folded_path.to_str().unwrap()],
-        &[
-            RUBY,
-            rb_fixture("busy.rb").to_str().unwrap(),
-            "3",
-            truth_path.to_str().unwrap(),
-        ],
-    );
-    assert!(p.output.status.success(), "{}", p.stderr);
-    let truth: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
-    let folded = std::fs::read_to_string(&folded_path).unwrap();
-    ruby_stacks_are_right(&p.report, &folded, &truth, 200);
+    let busy = rb_fixture("busy.rb");
+    let (report, folded, truth) = profiled_with_truth(&[RUBY, busy.to_str().unwrap(), "3"], false);
+    ruby_stacks_are_right(&report, &folded, &truth, 200);
 }
 
 /// `kerntax attach` on a Ruby program already running: the same frames.
@@ -176,48 +163,8 @@ fn attached_to_a_running_ruby_program_kerntax_reads_its_frames() {
     if !bpf_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (truth_path, folded_path, json) = (
-        dir.path().join("truth.json"),
-        dir.path().join("folded"),
-        dir.path().join("r.json"),
-    );
-    let mut child = Child(
-        Command::new(RUBY)
-            .arg(rb_fixture("busy.rb"))
-            .args(["5", truth_path.to_str().unwrap()])
-            .spawn()
-            .unwrap(),
-    );
-    // Its truth is written before it starts working.
-    while !truth_path.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let out = common::kerntax()
-        .args([
-            "attach",
-            &child.0.id().to_string(),
-            "--duration",
-            "2",
-            "--json",
-        ])
-        .arg(&json)
-        .arg("--folded")
-        .arg(&folded_path)
-        .output()
-        .unwrap();
-    let _ = child.0.wait();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: kerntax::report::Report =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let truth: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
-    let folded = std::fs::read_to_string(&folded_path).unwrap();
+    let busy = rb_fixture("busy.rb");
+    let (report, folded, truth) = profiled_with_truth(&[RUBY, busy.to_str().unwrap(), "5"], true);
     ruby_stacks_are_right(&report, &folded, &truth, 150);
 }
 

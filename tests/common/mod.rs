@@ -161,3 +161,57 @@ pub fn interpreted_frames(stack: &str, marker: &str) -> (Vec<(String, i64)>, boo
     }
     (out, native_between)
 }
+
+/// A program that writes its own truth (JSON, to the path given as its
+/// last argument) before it works, profiled: its report, folded stacks
+/// and truth. `attach`: started first and attached to for 2 s once its
+/// truth is written (else started by `kerntax run`). `argv` gets the truth
+/// file's path appended.
+pub fn profiled_with_truth(argv: &[&str], attach: bool) -> (Report, String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let (truth_path, folded_path, json) = (
+        dir.path().join("truth.json"),
+        dir.path().join("folded"),
+        dir.path().join("r.json"),
+    );
+    let mut argv: Vec<&str> = argv.to_vec();
+    argv.push(truth_path.to_str().unwrap());
+    let report = if attach {
+        let mut child = Command::new(argv[0]).args(&argv[1..]).spawn().unwrap();
+        // Past its start-up: its truth is written before it starts working.
+        while !truth_path.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let out = kerntax()
+            .args([
+                "attach",
+                &child.id().to_string(),
+                "--duration",
+                "2",
+                "--json",
+            ])
+            .arg(&json)
+            .arg("--folded")
+            .arg(&folded_path)
+            .output()
+            .unwrap();
+        let _ = child.wait();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    } else {
+        let p = run(&["--folded", folded_path.to_str().unwrap()], &argv);
+        assert!(p.output.status.success(), "{}", p.stderr);
+        p.report
+    };
+    let truth = serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
+    (
+        report,
+        std::fs::read_to_string(&folded_path).unwrap(),
+        truth,
+    )
+}
