@@ -70,8 +70,18 @@ pub fn work_in_hand(
     loop_share: f64,
     nested_share: f64,
 ) -> bool {
-    let looped = loop_share >= MIN_NESTING_SHARE && prior != WaitPrior::LockAcquire;
-    nested_share >= MIN_NESTING_SHARE || (!looped && between_share >= MIN_BUSY_BETWEEN_SHARE)
+    let (looped, nested) = placement(prior, loop_share, nested_share);
+    nested || (!looped && between_share >= MIN_BUSY_BETWEEN_SHARE)
+}
+
+/// Whether most of a site's waiting is its waiters' loop's own wait (a lock
+/// acquisition never is), and whether it is nested deeper, inside a unit of
+/// work.
+fn placement(prior: WaitPrior, loop_share: f64, nested_share: f64) -> (bool, bool) {
+    (
+        loop_share >= MIN_NESTING_SHARE && prior != WaitPrior::LockAcquire,
+        nested_share >= MIN_NESTING_SHARE,
+    )
 }
 
 /// The class of a site and the evidence that decided it.
@@ -91,8 +101,7 @@ pub fn classify(
     // Work in hand: where the wait sits in the threads' loops says it when
     // it can (a lock acquisition holds nothing back: it is taken to work);
     // else what they do between their waits here.
-    let looped = n.loop_share >= MIN_NESTING_SHARE && prior != WaitPrior::LockAcquire;
-    let nested = n.nested_share >= MIN_NESTING_SHARE;
+    let (looped, nested) = placement(prior, n.loop_share, n.nested_share);
     let work = work_in_hand(prior, b.between_share, n.loop_share, n.nested_share);
     let work_ev = if nested {
         format!(

@@ -19,21 +19,20 @@ use super::layout::{self, Layout};
 use super::stack::RbFrameRec;
 use super::walk::{RbFrames, proc_config};
 use crate::collect::bpf::types;
-use crate::interp::memory::{Memory, ProcessMemory};
+use crate::interp::memory::ProcessMemory;
 use crate::model::FrameLoc;
 use crate::stacks::maps::Mapping;
 
 struct RbProcess {
     runtime: Runtime,
     layout: Layout,
-    /// By address: the iseq's number among all read, the body it had,
-    /// and the batch it was last checked in.
+    /// By address: the iseq's number among all read, and the batch it was
+    /// last checked in.
     iseqs: HashMap<u64, Known>,
 }
 
 struct Known {
     id: u64,
-    body: u64,
     checked_in: u64,
 }
 
@@ -51,6 +50,10 @@ pub struct Rubies {
     pub stats: crate::report::Interpreters,
     /// Every iseq read, by number (None: not readable).
     objects: Vec<Option<Arc<Iseq>>>,
+    /// Lines found, by (iseq number, pc): an iseq's line table never
+    /// changes, and each lookup is a read of the target's memory (a failed
+    /// one is tried again next time).
+    lines: HashMap<(u64, u64), i32>,
     batch: u64,
 }
 
@@ -107,12 +110,11 @@ impl Rubies {
             // Checked again: still an iseq with the same body. A process
             // gone since (its last samples are unwound after it exited)
             // cannot have put another iseq there since its last batch.
-            let gone = |e: &std::io::Error| e.raw_os_error() == Some(libc::ESRCH);
+            let known = &self.objects[k.id as usize];
             let same = k.checked_in == batch
-                || match iseq::is_iseq(&mem, addr) {
-                    Ok(true) => mem.read_u64(addr + p.layout.iseq_body).ok() == Some(k.body),
-                    Ok(false) => false,
-                    Err(e) => gone(&e) && self.objects[k.id as usize].is_some(),
+                || match iseq::body_of(&mem, &p.layout, addr) {
+                    Ok(body) => body.is_some() && body == known.as_ref().map(|i| i.body),
+                    Err(e) => e.raw_os_error() == Some(libc::ESRCH) && known.is_some(),
                 };
             if same {
                 k.checked_in = batch;
@@ -120,14 +122,12 @@ impl Rubies {
             }
         }
         let read = Iseq::read(&mem, &p.layout, addr).ok().map(Arc::new);
-        let body = mem.read_u64(addr + p.layout.iseq_body).unwrap_or(0);
         let id = self.objects.len() as u64;
         self.objects.push(read.clone());
         p.iseqs.insert(
             addr,
             Known {
                 id,
-                body,
                 checked_in: batch,
             },
         );
@@ -185,8 +185,14 @@ impl Rubies {
             };
             let line = match &iseq {
                 Some(i) => {
-                    let mem = ProcessMemory { pid };
-                    i.line(&mem, i.full_pc(r.pc)).unwrap_or(0)
+                    let pc = i.full_pc(r.pc);
+                    match self.lines.get(&(id, pc)) {
+                        Some(&line) => line,
+                        None => match i.line(&ProcessMemory { pid }, pc) {
+                            Ok(line) => *self.lines.entry((id, pc)).or_insert(line),
+                            Err(_) => 0,
+                        },
+                    }
                 }
                 None => {
                     self.stats.frames_unreadable += 1;

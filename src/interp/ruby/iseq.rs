@@ -17,6 +17,9 @@ const MAX_INSNS_INFO: u32 = 1 << 20;
 /// An iseq, named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Iseq {
+    /// Its constant body's address: what tells it from another iseq at the
+    /// same address later.
+    pub body: u64,
     pub label: String,
     pub path: String,
     pub first_line: i64,
@@ -86,19 +89,19 @@ fn path(mem: &dyn Memory, pathobj: u64) -> io::Result<String> {
     }
 }
 
-/// Whether the object at `v` is an iseq (an imemo of the iseq type).
-pub fn is_iseq(mem: &dyn Memory, v: u64) -> io::Result<bool> {
-    let flags = mem.read_u64(v)?;
-    Ok(flags & T_MASK == T_IMEMO && (flags >> IMEMO_SHIFT) & IMEMO_MASK == IMEMO_ISEQ)
+/// The body of the iseq at `v`, one read of its header; None when the
+/// object there is not an iseq (an imemo of the iseq type).
+pub fn body_of(mem: &dyn Memory, l: &Layout, v: u64) -> io::Result<Option<u64>> {
+    let head = mem.read_vec(v, (l.iseq_body + 8) as usize)?;
+    let flags = u64_at(&head, 0).unwrap_or(0);
+    let iseq = flags & T_MASK == T_IMEMO && (flags >> IMEMO_SHIFT) & IMEMO_MASK == IMEMO_ISEQ;
+    Ok(iseq.then(|| u64_at(&head, l.iseq_body as usize)).flatten())
 }
 
 impl Iseq {
     /// The iseq at `iseq`, read with layout `l`.
     pub fn read(mem: &dyn Memory, l: &Layout, iseq: u64) -> io::Result<Iseq> {
-        if !is_iseq(mem, iseq)? {
-            return Err(bad("not an iseq"));
-        }
-        let body = mem.read_u64(iseq + l.iseq_body)?;
+        let body = body_of(mem, l, iseq)?.ok_or_else(|| bad("not an iseq"))?;
         let b = mem.read_vec(body, l.body_read)?;
         let field = |off: usize| u64_at(&b, off).ok_or_else(|| bad("short iseq body"));
         let insns_size = u32_at(&b, l.body_insns_size).ok_or_else(|| bad("short iseq body"))?;
@@ -106,6 +109,7 @@ impl Iseq {
             return Err(bad("line table too large"));
         }
         Ok(Iseq {
+            body,
             label: string(mem, field(l.body_label)?)?,
             path: path(mem, field(l.body_pathobj)?)?,
             // A Fixnum: (n << 1) | 1.
