@@ -13,13 +13,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::discover::{self, Runtime};
+use super::discover::{self, EcTls, Runtime};
 use super::iseq::{self, Iseq};
 use super::layout::{self, Layout};
 use super::stack::RbFrameRec;
 use super::walk::{RbFrames, proc_config};
 use crate::collect::bpf::types;
-use crate::interp::memory::ProcessMemory;
+use crate::interp::memory::{Memory, ProcessMemory};
 use crate::model::FrameLoc;
 use crate::stacks::maps::Mapping;
 
@@ -29,6 +29,8 @@ struct RbProcess {
     /// By address: the iseq's number among all read, and the batch it was
     /// last checked in.
     iseqs: HashMap<u64, Known>,
+    /// Told to the BPF walk (not until the loader filled libruby's GOT).
+    registered: bool,
 }
 
 struct Known {
@@ -78,7 +80,14 @@ impl Rubies {
             self.not_ruby.insert(pid);
             return;
         };
-        self.to_register.push((pid, config));
+        // Seen at its exec, the loader may not have relocated libruby yet:
+        // its GOT slot then holds no module id (0), and a walk through it
+        // faults on every sample (one suite run's ruby-gvl: 3,187 of 3,189
+        // chains). Registered once the slot is filled (see `new_batch`).
+        let registered = config.tls_module != 0;
+        if registered {
+            self.to_register.push((pid, config));
+        }
         self.seen.push((pid, what));
         self.procs.insert(
             pid,
@@ -86,8 +95,32 @@ impl Rubies {
                 runtime: rt,
                 layout,
                 iseqs: HashMap::new(),
+                registered,
             },
         );
+    }
+
+    /// Registers the processes whose libruby was not yet relocated when
+    /// they were found, once the loader has filled its GOT slots.
+    fn register_relocated(&mut self) {
+        for (&pid, p) in self.procs.iter_mut().filter(|(_, p)| !p.registered) {
+            let Some(tls) = p.runtime.ec else { continue };
+            let mem = ProcessMemory { pid };
+            let (Ok(module), Ok(offset)) =
+                (mem.read_u64(tls.module_slot), mem.read_u64(tls.offset_slot))
+            else {
+                continue;
+            };
+            let tls = EcTls {
+                module,
+                offset,
+                ..tls
+            };
+            if let Some(config) = proc_config(&tls, &p.layout).filter(|_| module != 0) {
+                self.to_register.push((pid, config));
+                p.registered = true;
+            }
+        }
     }
 
     /// A process's image was replaced: look at it again.
@@ -96,8 +129,10 @@ impl Rubies {
         self.not_ruby.remove(&pid);
     }
 
-    /// A new batch of samples: iseqs known from earlier are checked again.
+    /// A new batch of samples: iseqs known from earlier are checked again,
+    /// and processes found before their loader was done are registered.
     pub fn new_batch(&mut self) {
+        self.register_relocated();
         self.batch += 1;
     }
 
