@@ -241,6 +241,13 @@ fn python_threads_serialise_on_the_gil_and_one_thread_does_not() {
         site.waiters >= 4 && site.timed_out * 2 >= site.waits,
         "{site:?}"
     );
+    // Read as the GIL's timed wait from the Python code, not the
+    // interpreter's python3.11+0x4f94ed (issue 20).
+    let name = kerntax::analyze::waits::display(site);
+    assert!(
+        name.starts_with("CPython's GIL (timed condvar) in work"),
+        "{name}"
+    );
     // The GIL's condvar and its mutex, both in _PyRuntime, are two locks.
     let gil: Vec<_> = bad
         .locks

@@ -12,7 +12,6 @@
 use super::common::*;
 use crate::render::text::short;
 use crate::report::{Culprit, CulpritKind, Finding, Report};
-use crate::stacks::frame::short_function;
 
 pub const ID: &str = "lock.contended-site";
 /// Threads or processes waiting there.
@@ -31,8 +30,10 @@ pub fn check(r: &Report) -> Vec<Finding> {
             let handoff = u.cross_process_handoff();
             let release = u.top_release();
             let released_at = release
-                .and_then(|x| x.site.as_deref())
-                .map(short_function)
+                .and_then(|x| {
+                    let lock = u.sites.first().and_then(|s| s.runtime_lock.as_deref());
+                    crate::analyze::waits::release_site(x, lock)
+                })
                 .unwrap_or_else(|| "the holder".into());
             let rate = release.map_or(0.0, |x| ratio(x.count as f64, wall_ns(r) / 1e9));
             let (title, how) = match handoff {

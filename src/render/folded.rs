@@ -93,10 +93,12 @@ pub fn lock_waiters(r: &Report) -> Stacks {
 /// Time asleep at each wait site (ns), under its class and name: what the
 /// threads waited for, and where.
 pub fn wait_sites(r: &Report) -> Stacks {
+    let names = crate::analyze::waits::displays(&r.waits.iter().collect::<Vec<_>>());
     r.waits
         .iter()
-        .flat_map(|s| {
-            let root = format!("{}: {}", s.class.name(), crate::analyze::waits::display(s));
+        .zip(names)
+        .flat_map(|(s, name)| {
+            let root = format!("{}: {name}", s.class.name());
             s.stacks.iter().map(move |st| {
                 (
                     std::iter::once(root.clone())

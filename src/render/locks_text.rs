@@ -15,6 +15,12 @@ fn title(l: &LockReport) -> String {
     let what = match (&l.symbol, l.semid, &l.role, &l.address) {
         (Some(sym), _, _, _) => sym.clone(),
         (None, Some(semid), _, _) => format!("semid {semid} sem {}", l.semnum.unwrap_or(0)),
+        // A runtime lock's role is named by the lock itself.
+        (None, None, Some(role), _)
+            if l.runtime_lock.as_ref().is_some_and(|r| role.starts_with(r)) =>
+        {
+            role.clone()
+        }
         (None, None, Some(role), _) => format!("in {role}"),
         (None, None, None, Some(addr)) => addr.clone(),
         (None, None, None, None) => "?".to_string(),

@@ -6,9 +6,8 @@ use std::fmt::Write;
 
 use super::findings_text::wrapped;
 use super::text::{count, duration, stack};
-use crate::analyze::waits::display;
+use crate::analyze::waits::{displays, release_site};
 use crate::report::{Release, Report, WaitClass};
-use crate::stacks::frame::short_function;
 
 const SITES_SHOWN: usize = 8;
 /// Sites whose stacks and release side are shown.
@@ -17,7 +16,7 @@ const SITES_WITH_STACKS: usize = 2;
 /// get their evidence shown too.
 const MIN_EXPLAINED_THREADS: f64 = 0.05;
 
-fn release(r: &Release) -> String {
+fn release(r: &Release, runtime_lock: Option<&str>) -> String {
     let who = if r.from_waiters {
         "the waiters themselves".to_string()
     } else if r.in_target {
@@ -25,10 +24,7 @@ fn release(r: &Release) -> String {
     } else {
         format!("{} thread(s) outside it", r.wakers)
     };
-    let site = r
-        .site
-        .as_deref()
-        .map_or_else(String::new, |s| format!(" in {}", short_function(s)));
+    let site = release_site(r, runtime_lock).map_or_else(String::new, |s| format!(" in {s}"));
     format!(
         "{} by {who}{site}: {} waits, {}",
         r.mechanism,
@@ -68,6 +64,7 @@ pub(crate) fn waits(r: &Report, out: &mut String) {
         "AVG",
         "WAITED"
     );
+    let names = displays(&shown);
     for (i, s) in shown.iter().take(SITES_SHOWN).enumerate() {
         let waiters = if s.processes > 1 {
             format!("{}/{}p", s.waiters, s.processes)
@@ -77,7 +74,7 @@ pub(crate) fn waits(r: &Report, out: &mut String) {
         let _ = writeln!(
             out,
             "{:<44} {:<17} {:>9} {:>9} {:>9} {:>8} {:>7.2} {:>10}",
-            fit(&display(s), 44),
+            fit(&names[i], 44),
             s.class.name(),
             count(s.waits),
             count(s.futile),
@@ -93,7 +90,11 @@ pub(crate) fn waits(r: &Report, out: &mut String) {
         }
         wrapped(out, "    why: ", &s.evidence.join("; "));
         if let Some(top) = s.releases.first() {
-            wrapped(out, "    released: ", &release(top));
+            wrapped(
+                out,
+                "    released: ",
+                &release(top, s.runtime_lock.as_deref()),
+            );
         }
         if i < SITES_WITH_STACKS {
             if let Some(st) = s.stacks.first() {

@@ -86,6 +86,14 @@ pub fn is_python_interpreter(frame: &str) -> bool {
         || function(frame).starts_with("libpython3")
 }
 
+/// Whether a frame's location is CRuby's own library (`libruby-3.1.so.3.1`)
+/// or a static `ruby` binary: the VM's machinery that Ruby code runs
+/// through, not the program's code.
+pub fn is_ruby_interpreter(frame: &str) -> bool {
+    let lib = |l: &str| l.starts_with("libruby") || l.starts_with("ruby");
+    split(frame).1.is_some_and(lib) || lib(function(frame))
+}
+
 /// Source files of interpreted languages, whose frames kerntax reads from
 /// the interpreter (issue 20): `work (gil_work.py:16)`.
 const INTERPRETED_SOURCES: &[&str] = &[".py:", ".rb:"];
@@ -142,6 +150,14 @@ fn fold_templates(name: &str) -> String {
             '>' if depth == 0 && (out.ends_with("operator") || out.ends_with("operator-")) => {
                 out.push(c)
             }
+            '<' if depth == 0 && is_bracketed_word(&chars, i) => {
+                // An interpreted language's own name for a scope, not
+                // template arguments: keep it whole.
+                let end = i + chars[i..].iter().position(|&c| c == '>').unwrap_or(0);
+                out.extend(&chars[i..=end]);
+                i = end + 1;
+                continue;
+            }
             '<' => {
                 if depth == 0 {
                     out.push_str("<…>");
@@ -159,6 +175,27 @@ fn fold_templates(name: &str) -> String {
         return name.to_string();
     }
     out
+}
+
+/// Whether the `<` at `i` opens a whole word in angle brackets: Ruby's
+/// `<main>`, `<top (required)>`, `<class:Foo>`, Python's `<module>`,
+/// `<lambda>`, `f.<locals>.g`, Java's `Object.<init>` (at the name's start
+/// or after a space or a dot, the closing `>` ending the name or followed
+/// by a space or a dot), not C++ or Rust template arguments
+/// (`vector<int>`, `<T as Trait>::f`).
+fn is_bracketed_word(chars: &[char], i: usize) -> bool {
+    if i > 0 && !matches!(chars[i - 1], ' ' | '.') {
+        return false;
+    }
+    let Some(len) = chars[i + 1..].iter().position(|&c| c == '>') else {
+        return false;
+    };
+    let inner = &chars[i + 1..i + 1 + len];
+    let after = chars.get(i + 2 + len);
+    !inner.is_empty()
+        && !inner.contains(&'<')
+        && !inner.contains(&',')
+        && matches!(after, None | Some(' ' | '.'))
 }
 
 /// A frame as people read it: its short function name and its location.
@@ -259,6 +296,23 @@ mod tests {
         assert_eq!(short_function("Foo::operator->() const"), "Foo::operator->");
         assert_eq!(short_function("take_gil"), "take_gil");
         assert_eq!(short_function("broken<cut"), "broken<cut");
+        // Interpreted languages' scope names are words, not templates.
+        assert_eq!(
+            short_function("block (2 levels) in <main>"),
+            "block (2 levels) in <main>"
+        );
+        assert_eq!(short_function("<module>"), "<module>");
+        assert_eq!(short_function("<top (required)>"), "<top (required)>");
+        assert_eq!(short_function("f.<locals>.<lambda>"), "f.<locals>.<lambda>");
+        assert_eq!(
+            short_function("java.lang.Object.<init>"),
+            "java.lang.Object.<init>"
+        );
+        assert_eq!(
+            short_function("<alloc::vec::Vec<u8> as Drop>::drop"),
+            "<…>::drop"
+        );
+        assert_eq!(short_function("a <b, c> d"), "a <…> d");
         assert_eq!(
             short_frame("a::B<int>::c(int) (b.cc:7) [inlined]"),
             "a::B<…>::c (b.cc:7) [inlined]"

@@ -280,7 +280,13 @@ pub fn build(
                 }
                 _ => (name.symbol.clone(), name.address),
             };
-            // Its role: the program's function that waits on it.
+            let runtime_lock = waiter_stacks
+                .first()
+                .and_then(|s| crate::analyze::runtime_locks::identify(&s.frames, symbol.as_deref()))
+                .map(|r| r.name.to_string());
+            // Its role: the program's function that waits on it; a stripped
+            // binary's read with its nearest named callers (and as the
+            // runtime lock it is), as its wait site reads.
             let role = w.iter().max_by_key(|s| s.weight).map(|s| {
                 let f = crate::analyze::waits::site_of(
                     &s.frames,
@@ -288,13 +294,7 @@ pub fn build(
                     crate::analyze::waits::WAIT_WORDS,
                 )
                 .0;
-                // A stripped binary's function, read with its nearest
-                // named callers, as its wait site reads.
-                let short = crate::stacks::frame::short_function(&f);
-                match crate::analyze::waits::named_callers_in(&s.frames, &f) {
-                    Some(ctx) => format!("{short} in {ctx}"),
-                    None => short,
-                }
+                crate::analyze::waits::wait_function(&f, &s.frames, runtime_lock.as_deref())
             });
             // Contention from the wait sites where they saw its waits.
             let classes: Vec<WaitClass> = g
@@ -319,10 +319,6 @@ pub fn build(
             while hist.last() == Some(&0) {
                 hist.pop();
             }
-            let runtime_lock = waiter_stacks
-                .first()
-                .and_then(|s| crate::analyze::runtime_locks::identify(&s.frames, symbol.as_deref()))
-                .map(|r| r.name.to_string());
             let report = LockReport {
                 kind,
                 contention,

@@ -12,7 +12,8 @@
 //! Why by evidence: a condition variable can be a lock (threads with work
 //! queue on it and hand it to each other) and a mutex can park an idle pool.
 //! The pieces, one module each:
-//! - `site`: where a wait is, and its name;
+//! - `site`: where a wait is;
+//! - `naming`: its name as people read it;
 //! - `acc`: the samples gathered by site, scaled to the exact counters;
 //! - `merge`: one wait under two names (a JIT's inlining);
 //! - `prior`: what the standard runtime's frames say the wait is;
@@ -29,6 +30,7 @@
 mod acc;
 mod classify;
 mod merge;
+mod naming;
 pub mod prior;
 mod report;
 mod signals;
@@ -47,10 +49,9 @@ pub use classify::{
     MIN_NESTING_SHARE, MIN_PARKED_SHARE, MIN_RELEASE_SHARE, MIN_RETRY_WOKEN_SHARE,
     MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE, for_interpreter_lock, work_in_hand,
 };
+pub use naming::{display, displays, named_callers_in, release_site, wait_function};
 pub use signals::{MIN_WAKERS_PER_WAITER, RELAY_MAX_RAN_NS};
-pub use site::{
-    PLATFORM_WAIT_WORDS, VM_CALLING, WAIT_WORDS, WAKE_WORDS, display, named_callers_in, site_of,
-};
+pub use site::{PLATFORM_WAIT_WORDS, VM_CALLING, WAIT_WORDS, WAKE_WORDS, site_of};
 
 /// Sites kept in the report (most time first).
 const MAX_SITES: usize = 200;

@@ -1,10 +1,9 @@
 //! Where a wait is: the program's function past the runtime's wait
-//! primitives and the program's own wait wrappers, and its name as people
-//! read it. A VM's threads are named by the program's methods past the
+//! primitives and the program's own wait wrappers (its name as people read
+//! it is `naming`'s). A VM's threads are named by the program's methods past the
 //! platform's, a site in a VM's own code by the method it called.
 
-use crate::report::WaitSite;
-use crate::stacks::frame::{function, is_jit, jit_kind, short_function, words};
+use crate::stacks::frame::{function, is_jit, jit_kind, words};
 use crate::stacks::jit::JitKind;
 
 /// Own frames looked at for the site, past the runtime's.
@@ -189,50 +188,4 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
     let site = via.pop().unwrap_or_default();
     via.retain(|v| *v != site);
     (site, via)
-}
-
-/// A site's name as people read it: its short function, and the wrapper it
-/// calls to wait (`LRUCacheShard::Lookup via port::Mutex::Lock`, `ProcSleep
-/// via WaitLatch`). A function a stripped binary does not name is shown
-/// with the nearest named functions that called it
-/// (`mariadbd+0xd5b023 in handler::ha_index_read_map ← mysql_update`).
-pub fn display(site: &WaitSite) -> String {
-    let mut f = short_function(&site.function);
-    if let Some(ctx) = named_callers(site) {
-        f = format!("{f} in {ctx}");
-    }
-    match site.via.last() {
-        Some(v) => format!("{f} via {}", short_function(v)),
-        None => f,
-    }
-}
-
-/// Named callers shown beside an unnamed site.
-const NAMED_CALLERS: usize = 2;
-
-/// The nearest named functions that called an unnamed site's function, on
-/// its heaviest stack, outermost last: `A ← B`.
-pub fn named_callers(site: &WaitSite) -> Option<String> {
-    named_callers_in(&site.stacks.first()?.frames, &site.function)
-}
-
-/// The nearest named functions below `function_name` on `frames`
-/// (innermost first), when it has no name itself: `A ← B`.
-pub fn named_callers_in(frames: &[String], function_name: &str) -> Option<String> {
-    if !crate::analyze::runtime_locks::unnamed(function_name) {
-        return None;
-    }
-    let at = frames.iter().position(|f| function(f) == function_name)?;
-    let named: Vec<String> = frames[at + 1..]
-        .iter()
-        .filter(|f| {
-            !crate::analyze::runtime_locks::unnamed(f)
-                && jit_kind(f) != Some(JitKind::Stub)
-                && function(f) != "Interpreter"
-                && !crate::stacks::frame::is_python_interpreter(f)
-        })
-        .take(NAMED_CALLERS)
-        .map(|f| short_function(function(f)))
-        .collect();
-    (!named.is_empty()).then(|| named.join(" ← "))
 }

@@ -198,9 +198,12 @@ fn tables(r: &Report, out: &mut String) {
         ],
         r.waits
             .iter()
-            .map(|w| {
+            .zip(crate::analyze::waits::displays(
+                &r.waits.iter().collect::<Vec<_>>(),
+            ))
+            .map(|(w, name)| {
                 vec![
-                    s(&crate::analyze::waits::display(w)),
+                    s(&name),
                     s(w.class.name()),
                     s(&w.evidence.join("; ")),
                     n(w.waits),
@@ -212,13 +215,12 @@ fn tables(r: &Report, out: &mut String) {
                     t(w.wait_ns),
                     s(&w.releases
                         .first()
-                        .map(|x| match &x.site {
-                            Some(site) => format!(
-                                "{} in {}",
-                                x.mechanism,
-                                crate::stacks::frame::short_function(site)
-                            ),
-                            None => x.mechanism.clone(),
+                        .map(|x| {
+                            match crate::analyze::waits::release_site(x, w.runtime_lock.as_deref())
+                            {
+                                Some(site) => format!("{} in {site}", x.mechanism),
+                                None => x.mechanism.clone(),
+                            }
                         })
                         .unwrap_or_default()),
                 ]
