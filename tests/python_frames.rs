@@ -35,20 +35,71 @@ fn hex(s: &str) -> Vec<u8> {
 /// Another CPython than Debian's, when the machine has one: a 3.12 built
 /// by pyenv (a shared libpython), under $PYENV_ROOT or ~/.pyenv.
 fn python312() -> Option<String> {
-    let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
-    let mut found: Vec<String> = std::fs::read_dir(format!("{root}/versions"))
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("bin/python3.12"))
-        .filter(|p| p.exists())
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    found.sort();
-    let p = found.pop();
+    let p = pyenv_python("3.12");
     if p.is_none() {
         eprintln!("no CPython 3.12 here: only Debian's 3.11 checked");
     }
     p
+}
+
+/// pyenv's CPython `minor` (`3.13`), its newest build.
+fn pyenv_python(minor: &str) -> Option<String> {
+    let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
+    let mut found: Vec<String> = std::fs::read_dir(format!("{root}/versions"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join(format!("bin/python{minor}")))
+        .filter(|p| p.exists())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// A CPython whose frames kerntax cannot read (3.13: another frame layout)
+/// is profiled all the same, natively, and the report says once that its
+/// frames are missing and why.
+#[test]
+fn an_unsupported_python_says_so_once_and_is_profiled_natively() {
+    if !bpf_available() {
+        return;
+    }
+    let Some(python) = pyenv_python("3.13") else {
+        eprintln!("no CPython 3.13 here: the unsupported case not checked");
+        return;
+    };
+    let busy = py_fixture("busy.py");
+    let truth = tempfile::NamedTempFile::new().unwrap();
+    let p = common::run(
+        &[],
+        &[
+            &python,
+            busy.to_str().unwrap(),
+            "1",
+            truth.path().to_str().unwrap(),
+        ],
+    );
+    assert!(p.output.status.success(), "{}", p.stderr);
+    let i = &p.report.sampling.interpreters;
+    assert_eq!(i.seen.len(), 1, "{i:?}");
+    assert!(
+        i.seen[0].contains("CPython 3.13") && i.seen[0].contains("not supported"),
+        "{i:?}"
+    );
+    assert_eq!((i.samples, i.frames), (0, 0), "{i:?}");
+    // The text report (on stderr, beside the program's own output).
+    let text = &p.stderr;
+    assert_eq!(
+        text.matches("not supported, no Python frames").count(),
+        1,
+        "{text}"
+    );
+    // Its native stacks are there: the interpreter's own C.
+    assert!(
+        p.report.sampling.stack_samples > 0,
+        "{:?}",
+        p.report.sampling
+    );
 }
 
 #[test]

@@ -205,6 +205,40 @@ fn syscalls(r: &Report, out: &mut String) {
     }
 }
 
+/// Interpreters named in the footer; the rest are in the JSON.
+const INTERPRETERS_SHOWN: usize = 3;
+
+/// The interpreters whose own frames were read (or could not be: an
+/// unsupported version says so here once), and how many samples carry them.
+fn interpreters(r: &Report, out: &mut String) {
+    let i = &r.sampling.interpreters;
+    if i.seen.is_empty() {
+        return;
+    }
+    let mut seen: Vec<&str> = i
+        .seen
+        .iter()
+        .take(INTERPRETERS_SHOWN)
+        .map(String::as_str)
+        .collect();
+    let more = i.seen.len().saturating_sub(INTERPRETERS_SHOWN);
+    let more = format!("{more} more in the JSON report");
+    if i.seen.len() > INTERPRETERS_SHOWN {
+        seen.push(&more);
+    }
+    let read = if i.samples == 0 {
+        String::new()
+    } else {
+        format!(
+            "; their frames read in {} samples ({} frames, {} unreadable)",
+            count(i.samples),
+            count(i.frames),
+            count(i.frames_unreadable)
+        )
+    };
+    let _ = writeln!(out, "interpreters: {}{read}", seen.join(", "));
+}
+
 fn footer(r: &Report, out: &mut String) {
     let deferred = match r.sampling.stack_samples_deferred {
         0 => String::new(),
@@ -220,6 +254,7 @@ fn footer(r: &Report, out: &mut String) {
         r.sampling.policy,
         duration(r.profiler.attach_ns)
     );
+    interpreters(r, out);
     let lost = r.loss.nonzero();
     if lost.is_empty() {
         let _ = writeln!(out, "loss: none");
