@@ -349,3 +349,26 @@ fn python_stacks_are_right(
     // sorted (C) calling keyfn: Python, then native, then Python again.
     assert!(reentered > 0, "{chains:?}");
 }
+
+/// Root, BPF: a syscall storm from Python code is named by the
+/// Python line that makes the call, not by the interpreter's unnamed C
+/// it passes through (issue 20).
+#[test]
+fn a_storm_from_python_code_is_named_by_the_line_that_calls() {
+    if !bpf_available() {
+        return;
+    }
+    let storm = py_fixture("storm.py");
+    let (report, _, truth) = profiled_with_truth(&[PYTHON, storm.to_str().unwrap(), "1"], false);
+    let f = report
+        .findings
+        .iter()
+        .find(|f| f.id == "syscall.storm")
+        .expect("a syscall storm");
+    let want = format!(
+        "from {} (storm.py:{})",
+        truth["function"].as_str().unwrap(),
+        truth["line"]
+    );
+    assert!(f.title.ends_with(&want), "{} (want {want})", f.title);
+}

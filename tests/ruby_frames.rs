@@ -234,3 +234,26 @@ fn ruby_stacks_are_right(
     assert!(chain * 2 >= with_ruby, "{chain} of {with_ruby}:\n{folded}");
     assert!(reentered > 0, "{folded}");
 }
+
+/// Root, BPF: a syscall storm from Ruby code is named by the
+/// Ruby line that makes the call, not by the interpreter's unnamed C
+/// it passes through (issue 20).
+#[test]
+fn a_storm_from_ruby_code_is_named_by_the_line_that_calls() {
+    if !bpf_available() {
+        return;
+    }
+    let storm = rb_fixture("storm.rb");
+    let (report, _, truth) = profiled_with_truth(&[RUBY, storm.to_str().unwrap(), "1"], false);
+    let f = report
+        .findings
+        .iter()
+        .find(|f| f.id == "syscall.storm")
+        .expect("a syscall storm");
+    let want = format!(
+        "from {} (storm.rb:{})",
+        truth["function"].as_str().unwrap(),
+        truth["line"]
+    );
+    assert!(f.title.ends_with(&want), "{} (want {want})", f.title);
+}

@@ -169,6 +169,30 @@ pub fn caller(frames: &[String]) -> Option<&str> {
     frames.iter().map(|f| function(f)).find(|f| !is_runtime(f))
 }
 
+/// The program's code a call was made from, as people read it: the
+/// caller past the C library's entries; when that is an interpreter's
+/// unnamed C (`python3.11+0x471391`, CPython's static `os_getppid_impl`),
+/// the interpreted frame that called it with its line (`poll_parent
+/// (storm.py:4)`), else the unnamed function with its nearest named
+/// callers.
+pub fn call_site(frames: &[String]) -> Option<String> {
+    let f = caller(frames)?;
+    if !crate::analyze::runtime_locks::unnamed(f) {
+        return Some(f.to_string());
+    }
+    let at = frames.iter().position(|x| function(x) == f)?;
+    if let Some(own) = frames[at..]
+        .iter()
+        .find(|x| crate::stacks::frame::is_interpreted(x))
+    {
+        return Some(own.clone());
+    }
+    Some(match crate::analyze::waits::named_callers_in(frames, f) {
+        Some(ctx) => format!("{f} in {ctx}"),
+        None => f.to_string(),
+    })
+}
+
 fn is_runtime(function: &str) -> bool {
     let f = function.trim_start_matches('_');
     [

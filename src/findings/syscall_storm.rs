@@ -130,7 +130,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
             let site = s.callsites.first();
             let known = site.and_then(|c| super::known::known(&s.name, &c.frames));
             let at = site
-                .and_then(|c| caller(&c.frames))
+                .and_then(|c| call_site(&c.frames))
                 .map(|f| format!(" from {f}"))
                 .unwrap_or_default();
             let on = main_path(s).map(|p| format!(" on {p}")).unwrap_or_default();

@@ -1171,3 +1171,40 @@ fn a_file_storm_names_its_path_and_a_known_pattern_its_fix() {
     let f = &with_paths(half - 1, 1000 - half + 1)[0];
     assert!(!f.title.contains(" on /etc/"), "{}", f.title);
 }
+
+/// Issue 20: a storm from interpreted code is named by the Python (or
+/// Ruby) line that makes the call, not by the interpreter's unnamed C it
+/// passes through; without interpreted frames, the unnamed C with its
+/// nearest named callers.
+#[test]
+fn a_storm_from_interpreted_code_names_its_line() {
+    let frames = |python: bool| {
+        let mut f: Vec<String> = vec![
+            "__GI_getppid (syscall-template.S:93)".into(),
+            "python3.11+0x471391".into(),
+            "python3.11+0x51f62a".into(),
+            "PyObject_Vectorcall (python3.11)".into(),
+        ];
+        if python {
+            f.push("poll_parent (storm.py:4)".into());
+            f.push("main (storm.py:8)".into());
+        }
+        f.push("Py_RunMain (python3.11)".into());
+        f
+    };
+    for (python, from) in [
+        (true, "from poll_parent (storm.py:4)"),
+        (
+            false,
+            "from python3.11+0x471391 in PyObject_Vectorcall ← Py_RunMain",
+        ),
+    ] {
+        let mut r = storm("getppid", 2e6, 1.0, 0.8, 160.0);
+        r.syscalls[0].callsites[0].frames = frames(python);
+        let f = &syscall_storm::check(&r)[0];
+        assert!(f.title.ends_with(from), "{}", f.title);
+    }
+    // A named caller is itself.
+    let f = &syscall_storm::check(&storm("getppid", 2e6, 1.0, 0.8, 160.0))[0];
+    assert!(f.title.ends_with("from swapcontext"), "{}", f.title);
+}

@@ -171,8 +171,7 @@ pub fn named_callers_in(frames: &[String], function_name: &str) -> Option<String
             !unnamed(f)
                 && jit_kind(f) != Some(JitKind::Stub)
                 && function(f) != "Interpreter"
-                && !is_python_interpreter(f)
-                && !(interpreted && is_ruby_interpreter(f))
+                && !(interpreted && (is_python_interpreter(f) || is_ruby_interpreter(f)))
         })
         .take(NAMED_CALLERS)
         .map(|f| short_function(function(f)))
