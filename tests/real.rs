@@ -223,6 +223,12 @@ fn python_threads_serialise_on_the_gil_and_one_thread_does_not() {
             .any(|x| x.starts_with("work (gil_work.py:")),
         "{f:?}"
     );
+    // And the Python code that holds it: where its holders hand it over.
+    assert!(
+        f.remedy.contains("hand it over in work (gil_work.py:"),
+        "{}",
+        f.remedy
+    );
     // The GIL's wait: the condition variable's timed wait in take_gil
     // (a static function: unnamed without debug symbols).
     assert!(

@@ -32,9 +32,21 @@ pub const MIN_IDLE_CPUS: f64 = 0.5;
 /// take it out of paths that rarely need it.
 fn remedy(r: &Report, u: &Unit<'_>, queued: f64) -> String {
     // An interpreter's lock lets one thread run whatever the CPUs: its own
-    // remedy says what helps.
+    // remedy says what helps, after the code that holds it (where its
+    // holders hand it over, when the interpreter's frames were read).
     if let Some(rl) = u.runtime {
-        return rl.remedy.to_string();
+        let held = u
+            .top_release()
+            .filter(|x| x.in_target)
+            .and_then(|x| x.stacks.first())
+            .and_then(|s| interpreted_callers(&s.frames))
+            .map(|c| {
+                format!(
+                    "Its holders hand it over in {c}: the code that runs while the others wait. "
+                )
+            })
+            .unwrap_or_default();
+        return format!("{held}{}", rl.remedy);
     }
     let fewer = fewer_workers(r, u.waiters.len(), u.processes, queued).unwrap_or_default();
     format!(

@@ -303,6 +303,8 @@ fn an_interpreters_lock_names_the_code_queued_for_it() {
         for s in r.waits.iter_mut().take(3) {
             s.runtime_lock = Some("CPython's GIL".into());
             s.stacks[0].frames = frames.iter().map(|f| f.to_string()).collect();
+            // Its holders hand it over from the same Python code.
+            s.releases[0].stacks[0].frames = frames[1..].iter().map(|f| f.to_string()).collect();
         }
         check(&r).remove(0)
     };
@@ -321,11 +323,19 @@ fn an_interpreters_lock_names_the_code_queued_for_it() {
         "{}",
         f.title
     );
+    assert!(
+        f.remedy.starts_with(
+            "Its holders hand it over in work (gil_work.py:16) ← Thread.run (threading.py:975): "
+        ),
+        "{}",
+        f.remedy
+    );
     let f = gil(&[
         "___pthread_cond_timedwait64 (pthread_cond_wait.c:643)",
         "python3.11+0x4f94ed",
     ]);
     assert!(!f.title.contains("queued in"), "{}", f.title);
+    assert!(f.remedy.starts_with("Only one thread"), "{}", f.remedy);
 }
 
 // lock.contended-site

@@ -15,6 +15,12 @@ fn ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not() {
     // Named by its role, not libruby-3.1.so.3.1.7+0x20fe82.
     assert_eq!(f.culprit.name, "Ruby's GVL", "{f:?}");
     assert!(f.remedy.contains("Ractors"), "{}", f.remedy);
+    // And the Ruby code that holds it: where its holders hand it over.
+    assert!(
+        f.remedy.contains("hand it over in work (gvl_work.rb:"),
+        "{}",
+        f.remedy
+    );
     // Issue 20: its threads queue from the program's own Ruby method,
     // named from the VM's frames (`work`, gvl_work.rb's loop).
     assert!(
