@@ -40,10 +40,11 @@ struct ProfileArgs {
     #[arg(long, value_name = "HZ", default_value_t = crate::session::DEFAULT_CPU_HZ,
           value_parser = clap::value_parser!(u64).range(0..=10_000))]
     sample_hz: u64,
-    /// Do not read CPython's own frames at sample time: Python code shows
-    /// as the interpreter's C (its eval loop), at a lower cost per sample.
-    #[arg(long)]
-    no_python_frames: bool,
+    /// Do not read the interpreters' own frames at sample time (CPython's,
+    /// CRuby's): their code shows as the interpreter's C (its eval loop),
+    /// at a lower cost per sample.
+    #[arg(long, alias = "no-python-frames")]
+    no_interpreter_frames: bool,
     #[command(flatten)]
     files: FileArgs,
 }
@@ -167,7 +168,7 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
         duration: opts.duration,
         cpu_hz: opts.sample_hz,
         target_stdout: None,
-        python_frames: !opts.no_python_frames,
+        interpreter_frames: !opts.no_interpreter_frames,
     };
     let outcome = session::profile(what, &options, started)?;
     // Like strace -c and perf stat: the report goes to stderr, leaving the

@@ -43,9 +43,10 @@ pub struct Options {
     /// Where a `run` command's standard output goes (an open fd, kept open
     /// by the caller until the run ends); None: kerntax's own.
     pub target_stdout: Option<std::os::fd::RawFd>,
-    /// Read interpreters' own frames at sample time (CPython): on unless
-    /// asked not to (`--no-python-frames`), e.g. to compare its cost.
-    pub python_frames: bool,
+    /// Read interpreters' own frames at sample time (CPython, CRuby): on
+    /// unless asked not to (`--no-interpreter-frames`), e.g. to compare
+    /// its cost.
+    pub interpreter_frames: bool,
 }
 
 /// The default on-CPU sampling rate: off the beat of 100 Hz timers.
@@ -57,7 +58,7 @@ impl Default for Options {
             duration: None,
             cpu_hz: DEFAULT_CPU_HZ,
             target_stdout: None,
-            python_frames: true,
+            interpreter_frames: true,
         }
     }
 }
@@ -469,7 +470,8 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     // File names of the loader and libc from our own map; of an attached
     // program from its map, of a started one at its exec.
     let mut unwinding = Unwinding::default();
-    unwinding.python.disabled = !opts.python_frames;
+    unwinding.python.disabled = !opts.interpreter_frames;
+    unwinding.ruby.disabled = !opts.interpreter_frames;
     unwinding.learn(std::process::id());
     if target.is_child {
         unwinding.expect_exec(target.pid);

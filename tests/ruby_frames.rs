@@ -257,3 +257,35 @@ fn a_storm_from_ruby_code_is_named_by_the_line_that_calls() {
     );
     assert!(f.title.ends_with(&want), "{} (want {want})", f.title);
 }
+
+/// Root, BPF: `--no-interpreter-frames` (and its older name
+/// `--no-python-frames`) leaves CRuby's and CPython's frames unread, says
+/// so once per process, and profiles them natively.
+#[test]
+fn interpreter_frames_can_be_left_unread() {
+    if !bpf_available() {
+        return;
+    }
+    let truth = tempfile::NamedTempFile::new().unwrap();
+    let t = truth.path().to_str().unwrap();
+    let busy_rb = rb_fixture("busy.rb");
+    let busy_py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python/busy.py");
+    for (flag, argv) in [
+        ("--no-interpreter-frames", [RUBY, busy_rb.to_str().unwrap()]),
+        (
+            "--no-python-frames",
+            ["/usr/bin/python3.11", busy_py.to_str().unwrap()],
+        ),
+    ] {
+        let p = common::run(&[flag], &[argv[0], argv[1], "1", t]);
+        assert!(p.output.status.success(), "{}", p.stderr);
+        let i = &p.report.sampling.interpreters;
+        assert_eq!(i.seen.len(), 1, "{flag}: {i:?}");
+        assert!(
+            i.seen[0].ends_with("frames not read (--no-interpreter-frames)"),
+            "{flag}: {i:?}"
+        );
+        assert_eq!((i.samples, i.frames), (0, 0), "{flag}: {i:?}");
+        assert!(p.report.sampling.stack_samples > 0, "{flag}");
+    }
+}

@@ -52,7 +52,7 @@ pub struct Pythons {
     /// What became of the frames (`seen` is filled from the list above
     /// when the report is made).
     pub stats: crate::report::Interpreters,
-    /// Asked not to read frames (`--no-python-frames`): processes are
+    /// Asked not to read frames (`--no-interpreter-frames`): processes are
     /// still named in `seen`.
     pub disabled: bool,
     /// Every code object read, by number: a frame names its code object
@@ -81,7 +81,7 @@ impl Pythons {
             self.seen.push((
                 pid,
                 format!(
-                    "CPython {version} ({}): frames not read (--no-python-frames)",
+                    "CPython {version} ({}): frames not read (--no-interpreter-frames)",
                     rt.path
                 ),
             ));

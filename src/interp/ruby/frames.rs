@@ -49,6 +49,9 @@ pub struct Rubies {
     pub to_register: Vec<(u32, types::kt_rb_proc)>,
     /// Interpreters seen per process, or why they cannot be walked.
     pub seen: Vec<(u32, String)>,
+    /// Frames not read (`--no-interpreter-frames`): processes are still
+    /// named in `seen`.
+    pub disabled: bool,
     pub stats: crate::report::Interpreters,
     /// Every iseq read, by number (None: not readable).
     objects: Vec<Option<Arc<Iseq>>>,
@@ -70,6 +73,14 @@ impl Rubies {
             return;
         };
         let what = format!("CRuby {} ({})", rt.version_text(), rt.path);
+        if self.disabled {
+            self.seen.push((
+                pid,
+                format!("{what}: frames not read (--no-interpreter-frames)"),
+            ));
+            self.not_ruby.insert(pid);
+            return;
+        }
         let (major, minor, _) = rt.version;
         let config = layout::for_version(major, minor)
             .and_then(|l| Some((l, rt.ec?)))
