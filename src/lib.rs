@@ -20,6 +20,7 @@ pub mod preflight;
 pub mod render;
 pub mod report;
 pub mod session;
+pub mod spans;
 pub mod stacks;
 pub mod tally;
 pub mod target;

@@ -316,7 +316,10 @@ fn watch(
         mono_ns: start_mono_ns,
         probe: first,
     } = start;
-    let mut tally = SampleTally::default();
+    let mut tally = SampleTally {
+        start_mono_ns,
+        ..Default::default()
+    };
     let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
     let mut reaped = None;
     let mut probes = vec![first];

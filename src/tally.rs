@@ -71,9 +71,10 @@ pub struct SleepTally {
     pub ns: u64,
     pub count: u64,
     pub samples: u64,
-    /// Per sample: (when its call returned, CLOCK_MONOTONIC ns; the sleep
-    /// it stood for, ns), for the timeline of contended waiting.
-    pub spans: Vec<(u64, u64)>,
+    /// The sleep the samples stood for in time (when each call returned,
+    /// CLOCK_MONOTONIC), for the timeline of contended waiting: bounded
+    /// however long the run (`spans`).
+    pub spans: crate::spans::SpanCells,
 }
 
 /// Poll-family calls from one stack: weights, and weight x fds passed and
@@ -114,6 +115,9 @@ pub struct SampleTally {
     /// `stacks::code::CODE_BEFORE`.
     pub code: HashMap<FrameLoc, Vec<u8>>,
     pub count: u64,
+    /// When the run started (CLOCK_MONOTONIC ns): where sleeps' cells in
+    /// time begin.
+    pub start_mono_ns: u64,
 }
 
 impl SampleTally {
@@ -146,11 +150,18 @@ impl SampleTally {
                     ret: s.ret.min(1),
                     waker: s.waker,
                 };
-                let e = self.sleeps.entry((key, stack.clone())).or_default();
+                let start = self.start_mono_ns;
+                let e = self
+                    .sleeps
+                    .entry((key, stack.clone()))
+                    .or_insert_with(|| SleepTally {
+                        spans: crate::spans::SpanCells::from(start),
+                        ..Default::default()
+                    });
                 e.ns += s.off_ns;
                 e.count += s.off_count.max(1);
                 e.samples += 1;
-                e.spans.push((s.at_ns, s.off_ns));
+                e.spans.add(s.at_ns, s.off_ns);
             }
             if let Some((_, woken_tid, ran_log2)) = s.woken {
                 let e = self

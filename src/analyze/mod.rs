@@ -45,7 +45,7 @@ pub struct Analyses {
     pub wakeups: Vec<WakeupReport>,
     pub blockers: Vec<Blocker>,
     /// The contended wait sites' sleeps in time (see `timeline::contended`).
-    pub contended_spans: Vec<(u64, f64)>,
+    pub contended_spans: Vec<(u64, u64, f64)>,
     pub unresolved_frames: u64,
 }
 

@@ -85,26 +85,33 @@ pub fn build(interval_ns: u64, probes: &[Probe]) -> Timeline {
 /// Each interval's waiting at the sites the wait analysis found contended,
 /// whatever the form of the wait (a futex word, a SysV semaphore, a
 /// per-waiter parker, a latch read from a pipe or waited for in epoll):
-/// `spans` are the sampled sleeps there, (when each ended, CLOCK_MONOTONIC
-/// ns; its length scaled to the exact counters), laid over the intervals
-/// they cover. `start_ns` is profiling's start on the same clock.
-pub fn contended(timeline: &mut Timeline, start_ns: u64, spans: &[(u64, f64)]) {
+/// `cells` are the sampled sleeps there in time, (a cell's start,
+/// CLOCK_MONOTONIC ns; its width; the sleep within it, scaled to the exact
+/// counters: `crate::spans`), each laid evenly over the intervals it
+/// covers. `start_ns` is profiling's start on the same clock.
+pub fn contended(timeline: &mut Timeline, start_ns: u64, cells: &[(u64, u64, f64)]) {
     let b = &mut timeline.buckets;
     let Some(last) = b.last() else { return };
     let end_ns = (last.t_ns + last.duration_ns) as f64;
     let mut per = vec![0.0f64; b.len()];
-    for &(at, len) in spans {
-        let ended = at as f64 - start_ns as f64;
-        let (from, to) = ((ended - len).max(0.0), ended.min(end_ns));
-        if to <= from {
+    for &(at, width, ns) in cells {
+        let cell_from = at as f64 - start_ns as f64;
+        let cell_to = cell_from + width as f64;
+        let (from, to) = (cell_from.max(0.0), cell_to.min(end_ns));
+        if to <= from || width == 0 {
             continue;
         }
+        // The sleep is spread evenly over the cell's part within the run:
+        // cells begin at the run's start (sleep before it was left out as
+        // it came), and the last may reach past the last probe, yet its
+        // sleep ended within the run the wait sites total.
+        let density = ns / (to - from);
         // The first interval that ends after `from`.
         let mut i = b.partition_point(|x| ((x.t_ns + x.duration_ns) as f64) <= from);
         while i < b.len() && (b[i].t_ns as f64) < to {
             let lo = from.max(b[i].t_ns as f64);
             let hi = to.min((b[i].t_ns + b[i].duration_ns) as f64);
-            per[i] += (hi - lo).max(0.0);
+            per[i] += (hi - lo).max(0.0) * density;
             i += 1;
         }
     }
@@ -184,11 +191,18 @@ mod tests {
         let probes: Vec<Probe> = (0..4).map(|i| probe(i * 100, 0, 0, 0, 0)).collect();
         let mut t = build(100, &probes);
         // Started at 1000: a sleep over 1050..1250 (two and a half
-        // intervals), one that began before profiling did, one that
-        // ended after it.
-        contended(&mut t, 1000, &[(1250, 200.0), (1030, 80.0), (1400, 150.0)]);
+        // intervals) and one over 1000..1030, each in a cell of its own
+        // length.
+        contended(&mut t, 1000, &[(1050, 200, 200.0), (1000, 30, 30.0)]);
         let got: Vec<u64> = t.buckets.iter().map(|b| b.lock_wait_ns).collect();
-        assert_eq!(got, vec![50 + 30, 100, 50 + 50]);
+        assert_eq!(got, vec![50 + 30, 100, 50]);
+        // A cell wider than the sleep in it spreads it evenly: 60 ns in a
+        // 200 ns cell over the first two intervals, 30 each; a cell past
+        // the last probe keeps its sleep within the run.
+        let mut t = build(100, &probes);
+        contended(&mut t, 1000, &[(1000, 200, 60.0), (1250, 100, 40.0)]);
+        let got: Vec<u64> = t.buckets.iter().map(|b| b.lock_wait_ns).collect();
+        assert_eq!(got, vec![30, 30, 40]);
     }
 
     #[test]

@@ -163,9 +163,9 @@ pub struct SiteAcc {
     pub by_nr_lock: HashMap<(u32, Option<LockKey>), f64>,
     /// Time by what the runtime's frames say the wait is.
     pub priors: BTreeMap<WaitPrior, f64>,
-    /// (when a sampled call returned, CLOCK_MONOTONIC ns; the sleep it
-    /// stands for, scaled).
-    pub spans: Vec<(u64, f64)>,
+    /// The sleep its samples stand for in time, scaled: (cell start,
+    /// CLOCK_MONOTONIC ns; cell width; sleep) (`crate::spans`).
+    pub spans: Vec<(u64, u64, f64)>,
 }
 
 impl SiteAcc {
@@ -383,8 +383,12 @@ pub fn gather(inp: &Inputs<'_>) -> Gathered {
         *a.by_call.entry((s.key.tid, s.key.nr)).or_default() += ns;
         *a.by_thread.entry(s.key.tid).or_default() += ns;
         *a.by_nr_lock.entry((s.key.nr, s.key.lock)).or_default() += ns;
-        a.spans
-            .extend(s.tally.spans.iter().map(|&(at, d)| (at, d as f64 * fns)));
+        a.spans.extend(
+            s.tally
+                .spans
+                .iter()
+                .map(|(at, width, d)| (at, width, d as f64 * fns)),
+        );
         let obj = s.key.lock.as_ref().map(object);
         a.lock_waiters.entry(obj).or_default().insert(s.key.tid);
         if let Some(o) = obj

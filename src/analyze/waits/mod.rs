@@ -130,7 +130,7 @@ pub struct Waits {
     pub contended_sites: BTreeSet<String>,
     /// The contended sites' sleeps in time: (when each ended, CLOCK_MONOTONIC
     /// ns; its length, ns), scaled to the exact counters.
-    pub contended_spans: Vec<(u64, f64)>,
+    pub contended_spans: Vec<(u64, u64, f64)>,
 }
 
 /// Per thread, its time asleep at the sites classed waiting for work.

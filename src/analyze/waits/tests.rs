@@ -202,7 +202,11 @@ fn sleep(tid: u32, site: &str, ns: u64, count: u64, ret: i32, by: Option<Waker>)
             ns,
             count,
             samples: count,
-            spans: vec![(1_000_000_000, ns)],
+            spans: {
+                let mut s = crate::spans::SpanCells::default();
+                s.add(1_000_000_000, ns);
+                s
+            },
         },
     }
 }
