@@ -90,8 +90,10 @@ pub fn is_python_interpreter(frame: &str) -> bool {
 /// or a static `ruby` binary: the VM's machinery that Ruby code runs
 /// through, not the program's code.
 pub fn is_ruby_interpreter(frame: &str) -> bool {
-    let lib = |l: &str| l.starts_with("libruby") || l.starts_with("ruby");
-    split(frame).1.is_some_and(lib) || lib(function(frame))
+    // A module's name, not a program's own `ruby.c:41`.
+    split(frame)
+        .1
+        .is_some_and(|l| !l.contains(':') && (l.starts_with("libruby") || l.starts_with("ruby")))
 }
 
 /// Source files of interpreted languages, whose frames kerntax reads from
@@ -317,6 +319,15 @@ mod tests {
             short_frame("a::B<int>::c(int) (b.cc:7) [inlined]"),
             "a::B<…>::c (b.cc:7) [inlined]"
         );
+    }
+
+    #[test]
+    fn the_ruby_vm_is_told_by_its_module_not_a_programs_file() {
+        assert!(is_ruby_interpreter("rb_vm_exec (libruby-3.1.so.3.1.2)"));
+        assert!(is_ruby_interpreter("main (ruby3.1)"));
+        assert!(!is_ruby_interpreter("switch_to (ruby.c:41)"));
+        assert!(!is_ruby_interpreter("work (gvl_work.rb:14)"));
+        assert!(!is_ruby_interpreter("ruby_like_name (app)"));
     }
 
     #[test]
