@@ -358,17 +358,5 @@ fn a_storm_from_python_code_is_named_by_the_line_that_calls() {
     if !bpf_available() {
         return;
     }
-    let storm = py_fixture("storm.py");
-    let (report, _, truth) = profiled_with_truth(&[PYTHON, storm.to_str().unwrap(), "1"], false);
-    let f = report
-        .findings
-        .iter()
-        .find(|f| f.id == "syscall.storm")
-        .expect("a syscall storm");
-    let want = format!(
-        "from {} (storm.py:{})",
-        truth["function"].as_str().unwrap(),
-        truth["line"]
-    );
-    assert!(f.title.ends_with(&want), "{} (want {want})", f.title);
+    common::storm_named_by_its_line(PYTHON, &py_fixture("storm.py"));
 }

@@ -243,19 +243,7 @@ fn a_storm_from_ruby_code_is_named_by_the_line_that_calls() {
     if !bpf_available() {
         return;
     }
-    let storm = rb_fixture("storm.rb");
-    let (report, _, truth) = profiled_with_truth(&[RUBY, storm.to_str().unwrap(), "1"], false);
-    let f = report
-        .findings
-        .iter()
-        .find(|f| f.id == "syscall.storm")
-        .expect("a syscall storm");
-    let want = format!(
-        "from {} (storm.rb:{})",
-        truth["function"].as_str().unwrap(),
-        truth["line"]
-    );
-    assert!(f.title.ends_with(&want), "{} (want {want})", f.title);
+    common::storm_named_by_its_line(RUBY, &rb_fixture("storm.rb"));
 }
 
 /// Root, BPF: `--no-interpreter-frames` (and its older name

@@ -287,3 +287,23 @@ fn outputs_carry_interpreted_frames(folded: &str, html: &str, pprof_gz: &[u8]) {
         );
     }
 }
+
+/// Issue 20: a syscall storm from interpreted code is named by the line
+/// that calls: `fixture` (run by `interpreter` for a second) writes that
+/// line's function and number, as its own code objects or iseqs say.
+pub fn storm_named_by_its_line(interpreter: &str, fixture: &std::path::Path) {
+    let (report, _, truth) =
+        profiled_with_truth(&[interpreter, fixture.to_str().unwrap(), "1"], false);
+    let f = report
+        .findings
+        .iter()
+        .find(|f| f.id == "syscall.storm")
+        .expect("a syscall storm");
+    let file = fixture.file_name().unwrap().to_str().unwrap();
+    let want = format!(
+        "from {} ({file}:{})",
+        truth["function"].as_str().unwrap(),
+        truth["line"]
+    );
+    assert!(f.title.ends_with(&want), "{} (want {want})", f.title);
+}
