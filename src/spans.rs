@@ -74,25 +74,6 @@ impl SpanCells {
         self.width_ns *= 2;
     }
 
-    /// Another's cells (of the same origin) added, the coarser grid of
-    /// the two kept.
-    pub fn merge(&mut self, o: &SpanCells) {
-        debug_assert_eq!(self.origin_ns, o.origin_ns);
-        let mut o = o.clone();
-        while o.width_ns < self.width_ns {
-            o.widen();
-        }
-        while self.width_ns < o.width_ns {
-            self.widen();
-        }
-        for (i, ns) in o.cells {
-            *self.cells.entry(i).or_default() += ns;
-        }
-        while self.cells.len() > MAX_CELLS {
-            self.widen();
-        }
-    }
-
     /// (cell start, width, sleep time) of each cell, CLOCK_MONOTONIC ns.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         let (w, o) = (self.width_ns, self.origin_ns);
@@ -100,7 +81,8 @@ impl SpanCells {
     }
 
     /// Total sleep time kept.
-    pub fn total_ns(&self) -> u64 {
+    #[cfg(test)]
+    fn total_ns(&self) -> u64 {
         self.cells.values().sum()
     }
 }
@@ -172,21 +154,5 @@ mod tests {
         s.add(3_600 * 1_000_000_000, 3_600 * 1_000_000_000);
         assert!(s.cells.len() <= MAX_CELLS / 4 + 1, "{}", s.cells.len());
         assert_eq!(s.total_ns(), 3_600 * 1_000_000_000);
-    }
-
-    #[test]
-    fn merging_keeps_the_coarser_grid_and_all_the_time() {
-        let mut a = SpanCells::default();
-        a.add(W + 10, 20);
-        let mut b = SpanCells::default();
-        b.widen();
-        b.add(5 * W, W);
-        a.merge(&b);
-        assert_eq!(a.width_ns, 2 * W);
-        assert_eq!(a.total_ns(), 20 + W);
-        assert_eq!(
-            a.iter().collect::<Vec<_>>(),
-            [(0, 2 * W, 20), (4 * W, 2 * W, W)]
-        );
     }
 }

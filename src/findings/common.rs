@@ -187,10 +187,7 @@ pub fn call_site(frames: &[String]) -> Option<String> {
     {
         return Some(own.clone());
     }
-    Some(match crate::analyze::waits::named_callers_in(frames, f) {
-        Some(ctx) => format!("{f} in {ctx}"),
-        None => f.to_string(),
-    })
+    Some(crate::analyze::waits::with_callers(f, frames))
 }
 
 fn is_runtime(function: &str) -> bool {

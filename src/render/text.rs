@@ -215,16 +215,12 @@ fn interpreters(r: &Report, out: &mut String) {
     if i.seen.is_empty() {
         return;
     }
-    let mut seen: Vec<&str> = i
-        .seen
-        .iter()
-        .take(INTERPRETERS_SHOWN)
-        .map(String::as_str)
-        .collect();
-    let more = i.seen.len().saturating_sub(INTERPRETERS_SHOWN);
-    let more = format!("{more} more in the JSON report");
+    let mut seen: Vec<String> = i.seen.iter().take(INTERPRETERS_SHOWN).cloned().collect();
     if i.seen.len() > INTERPRETERS_SHOWN {
-        seen.push(&more);
+        seen.push(format!(
+            "{} more in the JSON report",
+            i.seen.len() - INTERPRETERS_SHOWN
+        ));
     }
     let read = if i.samples == 0 {
         String::new()

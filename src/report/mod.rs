@@ -813,6 +813,15 @@ pub struct Interpreters {
 }
 
 impl Interpreters {
+    /// A sample whose frame chain the BPF walk read, counted with what
+    /// became of the walk.
+    pub fn walked(&mut self, no_thread: bool, fault: bool, truncated: bool) {
+        self.samples += 1;
+        self.samples_no_thread += u64::from(no_thread);
+        self.samples_fault += u64::from(fault);
+        self.samples_truncated += u64::from(truncated);
+    }
+
     /// Another interpreter's counts added to these (`seen` left alone).
     pub fn add(&mut self, o: &Interpreters) {
         self.samples += o.samples;

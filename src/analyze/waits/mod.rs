@@ -49,7 +49,7 @@ pub use classify::{
     MIN_NESTING_SHARE, MIN_PARKED_SHARE, MIN_RELEASE_SHARE, MIN_RETRY_WOKEN_SHARE,
     MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE, for_interpreter_lock, work_in_hand,
 };
-pub use naming::{display, displays, named_callers_in, release_site, wait_function};
+pub use naming::{display, displays, release_site, wait_function, with_callers};
 pub use signals::{MIN_WAKERS_PER_WAITER, RELAY_MAX_RAN_NS};
 pub use site::{PLATFORM_WAIT_WORDS, VM_CALLING, WAIT_WORDS, WAKE_WORDS, site_of};
 

@@ -51,13 +51,12 @@ pub fn displays(sites: &[&WaitSite]) -> Vec<String> {
 fn display_with(site: &WaitSite, offset: bool) -> String {
     let frames = site.stacks.first().map_or(&[][..], |s| &s.frames[..]);
     let lock = site.runtime_lock.as_deref();
-    let mut f = readable(&site.function, frames, lock, WAIT_PRIMITIVES);
-    if offset
-        && let Some(lock) = lock
-        && let Some((_, off)) = site.function.rsplit_once('+')
-    {
-        f = f.replacen(lock, &format!("{lock} {off}"), 1);
-    }
+    // The lock as this site's name says it: with its offset when asked.
+    let label = match (lock, site.function.rsplit_once('+')) {
+        (Some(l), Some((_, off))) if offset => Some(format!("{l} {off}")),
+        _ => lock.map(str::to_string),
+    };
+    let f = readable(&site.function, frames, label.as_deref(), WAIT_PRIMITIVES);
     match site.via.last() {
         Some(_) if lock.is_some() && unnamed(&site.function) => f,
         Some(v) => format!("{f} via {}", short_function(v)),
@@ -78,7 +77,7 @@ pub fn release_site(r: &Release, runtime_lock: Option<&str>) -> Option<String> {
     match (runtime_lock, wake, named_callers_in(frames, site)) {
         (Some(lock), Some(p), Some(ctx)) => Some(format!("{ctx}, handing over {lock} ({p})")),
         (Some(lock), Some(p), None) if unnamed(site) => Some(format!("{lock} ({p})")),
-        _ => Some(readable(site, frames, None, WAKE_PRIMITIVES)),
+        _ => Some(with_callers(site, frames)),
     }
 }
 
@@ -86,6 +85,13 @@ pub fn release_site(r: &Release, runtime_lock: Option<&str>) -> Option<String> {
 /// first), as people read it: a lock's role is named as its site is.
 pub fn wait_function(function_name: &str, frames: &[String], runtime_lock: Option<&str>) -> String {
     readable(function_name, frames, runtime_lock, WAIT_PRIMITIVES)
+}
+
+/// A function on `frames` (innermost first) as people read it, with its
+/// nearest named callers when it has no name itself (`mariadbd+0xd5b023 in
+/// handler::ha_index_read_map ← mysql_update`).
+pub fn with_callers(function_name: &str, frames: &[String]) -> String {
+    readable(function_name, frames, None, &[])
 }
 
 /// `function_name` on `frames` (innermost first) as people read it.
@@ -158,7 +164,7 @@ fn primitive(
 /// (innermost first), when it has no name itself: `A ← B`. When the
 /// interpreter's frames were read, the program's own (Python, Ruby) are
 /// shown rather than the interpreter's exported C they ran through.
-pub fn named_callers_in(frames: &[String], function_name: &str) -> Option<String> {
+fn named_callers_in(frames: &[String], function_name: &str) -> Option<String> {
     if !unnamed(function_name) {
         return None;
     }

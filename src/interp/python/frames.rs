@@ -203,10 +203,7 @@ impl Pythons {
         let Some(p) = self.procs.get(&pid) else {
             return frames;
         };
-        self.stats.samples += 1;
-        self.stats.samples_no_thread += u64::from(py.no_thread);
-        self.stats.samples_fault += u64::from(py.fault);
-        self.stats.samples_truncated += u64::from(py.truncated);
+        self.stats.walked(py.no_thread, py.fault, py.truncated);
         let minor = p.runtime.minor();
         let (svma, path) = (p.runtime.eval_svma.clone(), p.runtime.path.clone());
         let runs = runs(&py.frames, minor);

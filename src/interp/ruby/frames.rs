@@ -203,10 +203,7 @@ impl Rubies {
         let Some(p) = self.procs.get(&pid) else {
             return frames;
         };
-        self.stats.samples += 1;
-        self.stats.samples_no_thread += u64::from(rb.no_thread);
-        self.stats.samples_fault += u64::from(rb.fault);
-        self.stats.samples_truncated += u64::from(rb.truncated);
+        self.stats.walked(rb.no_thread, rb.fault, rb.truncated);
         let (svma, path) = (p.runtime.vm_exec_svma.clone(), p.runtime.path.clone());
         let runs = runs(&rb.frames);
         if runs.is_empty() {
