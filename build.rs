@@ -99,6 +99,7 @@ fn write_bpf_constants(out: &Path) {
     for (header, prefix) in [
         (header, "KT_EV_"),
         (header, "KT_SAMPLE_"),
+        (header, "KT_TIME_"),
         ("src/bpf/python.h", "KT_PY_"),
     ] {
         for (value, name) in read_defines(header, prefix) {

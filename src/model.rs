@@ -21,6 +21,9 @@ pub struct SyscallCounters {
     /// Exits observed after a tracked entry.
     pub returns: u64,
     pub errors: u64,
+    /// Returns whose latency the kernel measured (syscalls.h, KT_TIME_ALL):
+    /// total_ns, max_ns and the histogram are over these alone.
+    pub timed: u64,
     pub total_ns: u64,
     pub max_ns: u64,
     /// Stack samples the kernel emitted.
@@ -42,6 +45,7 @@ impl SyscallCounters {
         self.calls += other.calls;
         self.returns += other.returns;
         self.errors += other.errors;
+        self.timed += other.timed;
         self.total_ns += other.total_ns;
         self.max_ns = self.max_ns.max(other.max_ns);
         self.samples += other.samples;

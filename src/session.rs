@@ -603,6 +603,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             stack_samples: window.tally.count,
             stack_samples_deferred,
             policy: sampling_policy,
+            latency_policy: crate::collect::Collector::latency_policy(),
             stack_bytes_copied: crate::collect::STACK_BYTES as u64,
             unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
             jit: jit.processes,

@@ -19,9 +19,25 @@ fn n_getppid_calls_are_counted_exactly_with_their_call_site() {
     assert_eq!(
         s.hist_log2_ns.iter().sum::<u64>(),
         100_000,
-        "every call has a latency bucket"
+        "every call has a latency bucket (scaled from the timed calls)"
     );
     assert!(s.total_ns > 0 && s.max_ns > 0 && s.max_ns <= s.total_ns);
+    // Issue 21: a storm's latency is timed on a random subset: at least the
+    // first TIME_ALL_CALLS, then about one in TIME_PERIOD_CALLS.
+    let timed = s.timed_calls.expect("timed_calls");
+    let (all, period) = (
+        kerntax::collect::TIME_ALL_CALLS,
+        kerntax::collect::TIME_PERIOD_CALLS,
+    );
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    assert!(
+        timed >= all && timed <= cpus * all + 2 * 100_000 / period,
+        "{timed} of 100,000 calls timed"
+    );
+    assert!(
+        timed > all + (100_000 - 2 * all) / period / 2,
+        "{timed} timed: about one in {period} past the first {all}"
+    );
     let top = &s.callsites[0];
     assert!(has_frame(&top.frames, "call_getppid"), "{:?}", top.frames);
     assert!(has_frame(&top.frames, "main"), "{:?}", top.frames);
@@ -77,6 +93,38 @@ fn few_calls_are_all_sampled_and_exact_per_call_site() {
         ),
         (20, false, 20)
     );
+}
+
+/// Issue 21: below the timing threshold every call is timed: TIME_ALL_CALLS
+/// calls on one thread are at most that many on any CPU.
+#[test]
+fn calls_up_to_the_timing_threshold_are_all_timed() {
+    if !bpf_available() {
+        return;
+    }
+    let n = kerntax::collect::TIME_ALL_CALLS;
+    let p = run_fixture(&["getppid", &n.to_string()]);
+    let s = syscall(&p.report, "getppid");
+    assert_eq!((s.calls, s.timed_calls), (n, Some(n)));
+    assert_eq!(s.hist_log2_ns.iter().sum::<u64>(), n);
+}
+
+/// ... and above it some are not: a CPU that has seen TIME_ALL_CALLS + 2
+/// calls left one untimed (the gaps are at least one call), and 64 x
+/// TIME_ALL_CALLS calls put that many on one CPU of any machine with fewer
+/// than 64.
+#[test]
+fn calls_past_the_timing_threshold_are_partly_timed_and_still_counted_exactly() {
+    if !bpf_available() {
+        return;
+    }
+    let n = 64 * kerntax::collect::TIME_ALL_CALLS;
+    let p = run_fixture(&["getppid", &n.to_string()]);
+    let s = syscall(&p.report, "getppid");
+    let timed = s.timed_calls.expect("timed_calls");
+    assert_eq!((s.calls, s.errors, s.unfinished), (n, 0, 0));
+    assert!(timed < n, "{timed} of {n} timed");
+    assert_eq!(s.hist_log2_ns.iter().sum::<u64>(), n);
 }
 
 #[test]

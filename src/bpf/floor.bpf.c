@@ -47,3 +47,90 @@ int kt_floor_timer_exit(void *ctx) { return 0; }
 
 SEC("perf_event")
 int kt_floor_cpu_sample(void *ctx) { return 0; }
+
+/*
+ * What each primitive of an exact syscall hook costs on this machine, one
+ * program per primitive on sys_enter (bench/floor.rs --cost NAME; bench/costs
+ * runs them all): the price list kerntax's own hooks are measured against.
+ * Each does its primitive for every syscall on the machine, as kerntax's
+ * first step does.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} kt_cost_tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 512);
+	__type(key, __u32);
+	__type(value, __u64);
+} kt_cost_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} kt_cost_tgids SEC(".maps");
+
+/* A task-storage lookup that finds nothing: every task not profiled. */
+SEC("tp_btf/sys_enter")
+int kt_cost_storage_miss(void *ctx)
+{
+	return bpf_task_storage_get(&kt_cost_tasks, bpf_get_current_task_btf(), 0, 0) != 0;
+}
+
+/* A task-storage lookup that finds the task's value (created at its first call). */
+SEC("tp_btf/sys_enter")
+int kt_cost_storage_hit(void *ctx)
+{
+	__u64 *v = bpf_task_storage_get(&kt_cost_tasks, bpf_get_current_task_btf(), 0,
+					 BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (v)
+		*v += 1;
+	return 0;
+}
+
+/* One clock read. */
+SEC("tp_btf/sys_enter")
+int kt_cost_clock(void *ctx)
+{
+	return bpf_ktime_get_ns() == 0;
+}
+
+/* One per-CPU array lookup and a plain add. */
+SEC("tp_btf/sys_enter")
+int kt_cost_percpu_add(void *ctx)
+{
+	__u32 key = 1;
+	__u64 *v = bpf_map_lookup_elem(&kt_cost_counts, &key);
+
+	if (v)
+		*v += 1;
+	return 0;
+}
+
+/* One per-CPU array lookup and an atomic add (exact under preemption). */
+SEC("tp_btf/sys_enter")
+int kt_cost_percpu_atomic(void *ctx)
+{
+	__u32 key = 1;
+	__u64 *v = bpf_map_lookup_elem(&kt_cost_counts, &key);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	return 0;
+}
+
+/* The current tgid looked up in a hash map (a "tracked process?" test). */
+SEC("tp_btf/sys_enter")
+int kt_cost_tgid_hash(void *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	return bpf_map_lookup_elem(&kt_cost_tgids, &tgid) != 0;
+}

@@ -175,6 +175,7 @@ static __noinline void switched_in(struct kt_task *t, struct task_struct *next, 
 			 sizeof(t->waker) / 8, sleep, &full);
 		t->waker.woken_tid = 0;
 		t->last_wake_ns = t->woken_ns;
+		t->wakes++;
 		t->last_waker.pid = t->waker.waker_pid;
 		t->last_waker.tid = t->waker.waker_tid;
 		t->last_waker.nr = t->waker.waker_nr;

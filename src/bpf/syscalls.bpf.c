@@ -504,6 +504,15 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 		}
 	}
 	t->enter_off_cpu_ns = t->off_cpu_ns;
+	t->enter_wakes = t->wakes;
+	if (seen >= KT_TIME_ALL && t->lock_op == KT_LOCK_OP_NONE && !is_poll_syscall(nr)) {
+		if (st->time_countdown) {
+			st->time_countdown--;
+			t->enter_ns = KT_ENTER_UNTIMED;
+			return 0;
+		}
+		st->time_countdown = bpf_get_prandom_u32() % (2 * KT_TIME_PERIOD - 1);
+	}
 	/* Taken last so the sampling above is not billed to the syscall. */
 	t->enter_ns = bpf_ktime_get_ns();
 	return 0;
@@ -515,8 +524,7 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
  * KT_OFF_SAMPLE_ALL, then one whenever KT_OFF_SAMPLE_NS went unsampled).
  * One stack copy serves both.
  */
-static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long ret, __u64 d_ns,
-				   __u64 enter_ns)
+static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long ret, __u64 d_ns)
 {
 	struct kt_stack_sample smp = { .nr = t->nr, .ret = ret };
 	__u64 slept = t->off_cpu_ns - t->enter_off_cpu_ns;
@@ -544,7 +552,7 @@ static __noinline void sample_exit(struct pt_regs *regs, struct kt_task *t, long
 			sm->off_pending_ns = 0;
 			sm->off_pending_count = 0;
 			/* The wake-up that ended this call's last sleep, if one did. */
-			if (t->last_wake_ns >= enter_ns)
+			if (t->wakes != t->enter_wakes)
 				smp.waker = t->last_waker;
 		}
 	}
@@ -565,23 +573,30 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 	t = bpf_task_storage_get(&kt_tasks, bpf_get_current_task_btf(), 0, 0);
 	if (!t || !t->enter_ns)
 		return 0;
-	now = bpf_ktime_get_ns();
-	delta_ns = now - t->enter_ns;
+	nr = t->nr;
+	st = bpf_map_lookup_elem(&kt_syscalls, &nr);
+	if (!st) {
+		t->enter_ns = 0;
+		return 0;
+	}
+	__sync_fetch_and_add(&st->returns, 1);
+	if (t->enter_ns != KT_ENTER_UNTIMED) {
+		now = bpf_ktime_get_ns();
+		delta_ns = now - t->enter_ns;
+		st->timed++;
+		st->total_ns += delta_ns;
+		if (delta_ns > st->max_ns)
+			st->max_ns = delta_ns;
+		slot = log2_u64(delta_ns);
+		if (slot >= KT_HIST_SLOTS)
+			slot = KT_HIST_SLOTS - 1;
+		st->hist_log2_ns[slot]++;
+	} else {
+		delta_ns = 0;
+	}
 	t->enter_ns = 0;
 	/* A wake-up that came before a switch-out which never happened. */
 	t->early_wake_ns = 0;
-	nr = t->nr;
-	st = bpf_map_lookup_elem(&kt_syscalls, &nr);
-	if (!st)
-		return 0;
-	__sync_fetch_and_add(&st->returns, 1);
-	st->total_ns += delta_ns;
-	if (delta_ns > st->max_ns)
-		st->max_ns = delta_ns;
-	slot = log2_u64(delta_ns);
-	if (slot >= KT_HIST_SLOTS)
-		slot = KT_HIST_SLOTS - 1;
-	st->hist_log2_ns[slot]++;
 	if (ret > 0)
 		st->ret_sum += ret;
 	st->req_sum += t->req_bytes;
@@ -598,7 +613,10 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 			count_loss(errno_map_full);
 		}
 	}
-	sample_exit(regs, t, ret, delta_ns, now - delta_ns);
+	/* Most calls of a storm: no lock, no poll, no sleep; nothing to sample. */
+	if (t->lock_op != KT_LOCK_OP_NONE || is_poll_syscall(nr) || nr == KT_NR_EPOLL_CTL ||
+	    t->off_cpu_ns != t->enter_off_cpu_ns)
+		sample_exit(regs, t, ret, delta_ns);
 	return 0;
 }
 

@@ -32,6 +32,20 @@
  */
 #define KT_SAMPLE_SHIFT 7
 #define KT_MAX_PERIOD_LOG2 12
+/*
+ * Latency timing, per CPU and syscall: the first KT_TIME_ALL calls are all
+ * timed; after that one call in KT_TIME_PERIOD on average (random gaps of 1
+ * to 2*KT_TIME_PERIOD-1 calls, which cannot alias with a periodic workload)
+ * and the others only counted. Two clock reads are most of what a call of a
+ * storm costs kerntax (bench/costs); counts, errors and bytes stay exact,
+ * latency is estimated from the timed calls (timed < returns says so).
+ * Lock operations and poll-family calls are always timed: their time is
+ * what their analyses measure.
+ */
+#define KT_TIME_ALL 1024
+#define KT_TIME_PERIOD 16
+/* kt_task.enter_ns of a call counted but not timed. */
+#define KT_ENTER_UNTIMED 1
 
 struct kt_syscall_stats {
 	__u64 calls;       /* entries seen (exact) */
@@ -44,6 +58,9 @@ struct kt_syscall_stats {
 	__u32 sample_gap;       /* the gap being skipped: the next sample's weight - 1 */
 	__u64 sample_carry;     /* calls of samples deferred while the ring buffer was busy */
 	__u64 samples_deferred;
+	__u64 timed;       /* returns whose latency is in total_ns, max_ns and the histogram */
+	__u32 time_countdown;   /* calls to leave untimed before the next timed one */
+	__u32 _pad;
 	__u64 ret_sum;     /* positive return values summed: bytes, for read/write */
 	__u64 req_sum;     /* bytes asked for, for the data calls with a length argument */
 	__u64 hist_log2_ns[KT_HIST_SLOTS];
@@ -56,7 +73,8 @@ struct kt_errno_key {
 
 /* Per tracked thread (task local storage); its presence is what "tracked" means. */
 struct kt_task {
-	__u64 enter_ns;    /* 0 when not inside a tracked syscall */
+	__u64 enter_ns;    /* 0 when not inside a tracked syscall; KT_ENTER_UNTIMED
+			    * inside one that is counted but not timed */
 	__u32 nr;
 	__u32 lock_op;     /* enum kt_lock_op of the syscall in flight */
 	struct kt_lock_key lock;
@@ -65,7 +83,7 @@ struct kt_task {
 	__u64 off_since_ns;      /* when it was switched out; 0 while on CPU */
 	__u64 off_cpu_ns;        /* time switched out, since tracked */
 	__u32 off_reason;        /* enum kt_off_reason of the current interval */
-	__u32 _pad2;
+	__u32 wakes;             /* sleeps ended by a known wake-up (last_waker's) */
 	__u64 woken_ns;          /* when the current sleep was ended by a wake-up */
 	struct kt_wakeup_key waker;
 	__u32 poll_fds;          /* fds the poll-family call in flight waits on */
@@ -94,7 +112,7 @@ struct kt_task {
 	/* For the wake-up under way: log2 of what its waker had run since its
 	 * own last sleep, plus 1 (0: not known). */
 	__u32 waker_ran_log2;
-	__u32 _pad4;
+	__u32 enter_wakes;       /* `wakes` at the syscall's entry */
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */

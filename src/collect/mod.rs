@@ -42,6 +42,11 @@ unsafe impl plain::Plain for types::kt_poll_key {}
 unsafe impl plain::Plain for types::kt_poll_stats {}
 unsafe impl plain::Plain for types::kt_totals {}
 
+/// Calls of one syscall a CPU times before it times only some (syscalls.h).
+pub const TIME_ALL_CALLS: u64 = events::constants::KT_TIME_ALL as u64;
+/// Past those, one call in this many is timed on average.
+pub const TIME_PERIOD_CALLS: u64 = events::constants::KT_TIME_PERIOD as u64;
+
 /// User stack bytes copied per sample (the BPF side's KT_STACK_BYTES).
 pub const STACK_BYTES: usize =
     size_of::<types::kt_stack_event>() - std::mem::offset_of!(types::kt_stack_event, stack);
@@ -260,6 +265,17 @@ impl<'obj> Collector<'obj> {
             "every call until a CPU has seen {all} of a syscall, then ~{} random samples per doubling of its count, \
              mean gap at most {max} calls; each weighted by the calls it stands for",
             all / 2
+        )
+    }
+
+    /// How syscall latencies are measured, for the report to state.
+    pub fn latency_policy() -> String {
+        format!(
+            "every call timed until a CPU has seen {} of a syscall, then 1 in {} on average (random gaps); \
+             counts, errors and bytes stay exact and the rest is scaled from the timed calls; \
+             lock operations and poll-family calls always timed",
+            TIME_ALL_CALLS,
+            TIME_PERIOD_CALLS
         )
     }
 
@@ -555,6 +571,7 @@ fn syscall_counters(nr: u32, bytes: &[u8]) -> SyscallCounters {
         calls: s.calls,
         returns: s.returns,
         errors: s.errors,
+        timed: s.timed,
         total_ns: s.total_ns,
         max_ns: s.max_ns,
         samples: s.samples,

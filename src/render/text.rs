@@ -176,21 +176,30 @@ fn syscalls(r: &Report, out: &mut String) {
         "SYSCALL", "CALLS", "ERRORS", "TOTAL", "MAX", "AVG"
     );
     let all_ns: u64 = r.syscalls.iter().map(|s| s.total_ns).sum();
+    let mut estimated = false;
     for sc in r.syscalls.iter().take(TOP_SYSCALLS) {
         let returned = sc.calls.saturating_sub(sc.unfinished).max(1);
         let mut errs = count(sc.errors);
         if let Some((name, _)) = sc.errnos.iter().max_by_key(|(_, c)| **c) {
             errs = format!("{errs} {name}");
         }
+        // Issue 21: a storm's latency is scaled from the calls timed.
+        let mark = match sc.timed_calls {
+            Some(t) if t < sc.calls.saturating_sub(sc.unfinished) => {
+                estimated = true;
+                "~"
+            }
+            _ => "",
+        };
         let _ = writeln!(
             out,
             "{:<22} {:>12} {:>9} {:>11} {:>11} {:>10}",
             sc.name,
             count(sc.calls),
             errs,
-            duration(sc.total_ns),
+            format!("{mark}{}", duration(sc.total_ns)),
             duration(sc.max_ns),
-            duration(sc.total_ns / returned)
+            format!("{mark}{}", duration(sc.total_ns / returned))
         );
         if sc.total_ns as f64 >= all_ns as f64 * MIN_SYSCALL_SHARE_PERCENT / 100.0 {
             call_sites(sc, out);
@@ -201,6 +210,12 @@ fn syscalls(r: &Report, out: &mut String) {
             out,
             "... {} more syscalls in the JSON report",
             r.syscalls.len() - TOP_SYSCALLS
+        );
+    }
+    if estimated {
+        let _ = writeln!(
+            out,
+            "~ estimated from the calls timed (a random subset of a storm; MAX is theirs); calls and errors are exact"
         );
     }
 }

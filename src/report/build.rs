@@ -168,7 +168,7 @@ pub fn build(inp: Inputs) -> Report {
         .syscalls
         .iter()
         .map(|c| {
-            let mut hist = c.hist_log2_ns.clone();
+            let (total_ns, mut hist) = super::latency::estimate(c);
             while hist.last() == Some(&0) {
                 hist.pop();
             }
@@ -178,7 +178,8 @@ pub fn build(inp: Inputs) -> Report {
                 calls: c.calls,
                 errors: c.errors,
                 errnos: errnos_by_nr.remove(&c.nr).unwrap_or_default(),
-                total_ns: c.total_ns,
+                total_ns,
+                timed_calls: Some(c.timed),
                 bytes: if crate::names::moves_data(&syscall_name(c.nr)) {
                     c.ret_sum
                 } else {
@@ -343,9 +344,11 @@ pub(crate) mod tests {
                     nr: 110,
                     calls: 1000,
                     returns: 1000,
-                    total_ns: 50_000,
+                    // A storm: one call in ten timed, scaled to all.
+                    timed: 100,
+                    total_ns: 5_000,
                     max_ns: 900,
-                    hist_log2_ns: vec![0, 0, 0, 0, 0, 10, 990, 0],
+                    hist_log2_ns: vec![0, 0, 0, 0, 0, 1, 99, 0],
                     ..Default::default()
                 },
                 SyscallCounters {
@@ -353,6 +356,7 @@ pub(crate) mod tests {
                     calls: 10,
                     returns: 10,
                     errors: 10,
+                    timed: 10,
                     total_ns: 70_000,
                     max_ns: 9000,
                     ..Default::default()
@@ -422,6 +426,7 @@ pub(crate) mod tests {
                 stack_samples: 100,
                 stack_samples_deferred: 0,
                 policy: "test".into(),
+                latency_policy: "test".into(),
                 stack_bytes_copied: 0,
                 unwinder: "test".into(),
                 jit: vec![],

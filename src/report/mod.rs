@@ -5,6 +5,7 @@
 //! removal or a change of meaning bumps the version.
 
 pub mod build;
+pub mod latency;
 pub mod read;
 
 use std::collections::BTreeMap;
@@ -246,8 +247,17 @@ pub struct SyscallReport {
     pub errors: u64,
     /// errno name -> count.
     pub errnos: BTreeMap<String, u64>,
-    /// Time from entry to return, summed over the calls that returned.
+    /// Time from entry to return, summed over the calls that returned;
+    /// scaled from the timed calls when fewer than all were timed
+    /// (`timed_calls`), as are `hist_log2_ns` (still adding up to the
+    /// returns) and the average.
     pub total_ns: u64,
+    /// Calls whose latency the kernel measured: all that returned until a
+    /// CPU has seen KT_TIME_ALL of this syscall, then one in KT_TIME_PERIOD
+    /// (`sampling.latency_policy`). Counts, errors and bytes are exact
+    /// either way. Absent in older reports (every call timed).
+    #[serde(default)]
+    pub timed_calls: Option<u64>,
     /// Bytes moved, for calls that move data (read, write, send, recv...):
     /// their positive return values summed.
     #[serde(default)]
@@ -256,6 +266,8 @@ pub struct SyscallReport {
     /// pwrite64, sendto and recvfrom; 0 for the others.
     #[serde(default)]
     pub bytes_requested: u64,
+    /// The longest timed call (when not all were timed, the longest of
+    /// those: a lower bound).
     pub max_ns: u64,
     /// Entry i counts calls with 2^i <= latency_ns < 2^(i+1) (i = 0 also
     /// holds 0 ns); trailing empty buckets are omitted.
@@ -776,6 +788,9 @@ pub struct Sampling {
     pub stack_samples_deferred: u64,
     /// How entries are chosen for a stack.
     pub policy: String,
+    /// How syscall latencies are measured (which calls are timed).
+    #[serde(default)]
+    pub latency_policy: String,
     pub stack_bytes_copied: u64,
     pub unwinder: String,
     /// Processes with JIT-compiled code in their stacks, and how its frames

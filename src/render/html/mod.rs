@@ -246,7 +246,16 @@ fn tables(r: &Report, out: &mut String) {
                     s(&c.name),
                     n(c.calls),
                     n(c.errors),
-                    t(c.total_ns),
+                    {
+                        // Issue 21: scaled from the calls timed in a storm.
+                        let (text, key) = t(c.total_ns);
+                        match c.timed_calls {
+                            Some(timed) if timed < c.calls.saturating_sub(c.unfinished) => {
+                                (format!("~{text}"), key)
+                            }
+                            _ => (text, key),
+                        }
+                    },
                     t(c.max_ns),
                     s(&c.callsites
                         .first()
