@@ -142,7 +142,11 @@ fn cost_of(
     let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
     // SAFETY: a loaded program's fd, and a buffer of `len` bytes.
     let rc = unsafe {
-        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len)
+        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+            prog.as_fd().as_raw_fd(),
+            &mut info,
+            &mut len,
+        )
     };
     // SAFETY: the fd bpf_enable_stats returned, closed once.
     unsafe { libc::close(stats_fd) };

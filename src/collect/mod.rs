@@ -274,8 +274,7 @@ impl<'obj> Collector<'obj> {
             "every call timed until a CPU has seen {} of a syscall, then 1 in {} on average (random gaps); \
              counts, errors and bytes stay exact and the rest is scaled from the timed calls; \
              lock operations and poll-family calls always timed",
-            TIME_ALL_CALLS,
-            TIME_PERIOD_CALLS
+            TIME_ALL_CALLS, TIME_PERIOD_CALLS
         )
     }
 
