@@ -134,3 +134,22 @@ int kt_cost_tgid_hash(void *ctx)
 
 	return bpf_map_lookup_elem(&kt_cost_tgids, &tgid) != 0;
 }
+
+char kt_cost_comm[16];
+
+/* The current task's name by the helper ... */
+SEC("tp_btf/sys_enter")
+int kt_cost_comm_helper(void *ctx)
+{
+	return bpf_get_current_comm(kt_cost_comm, sizeof(kt_cost_comm));
+}
+
+/* ... and by two loads from the task (what sched.bpf.h does). */
+SEC("tp_btf/sys_enter")
+int kt_cost_comm_load(void *ctx)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+
+	__builtin_memcpy(kt_cost_comm, cur->comm, sizeof(kt_cost_comm));
+	return 0;
+}
