@@ -520,13 +520,18 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         start,
     )?;
     phases.mark("profiling");
-    handle(collector.stop()?, &mut unwinding, &mut window.tally);
+    let last_events = collector.stop()?;
+    // The live threads' final counters at once: their switches go on after
+    // the programs are detached, and the sleeps they stand for are no
+    // longer counted, so unwinding the ring's last samples first (tens of
+    // ms on a busy machine) made their sleeps fall short of their switches.
+    let live = collector.snapshot()?;
+    handle(last_events, &mut unwinding, &mut window.tally);
     let window_cpu_ns = self_cpu_ns().saturating_sub(cpu_at_start_ns);
     let programs = collector.program_costs();
     let mut rest = Vec::new();
     unwinding.flush(&mut rest);
     window.tally.add(rest);
-    let live = collector.snapshot()?;
     let kernel = collector.counters()?;
     let undecodable = *collector.undecodable_events.borrow();
     let sampling_policy = collector.sampling_policy();
