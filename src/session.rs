@@ -533,6 +533,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     unwinding.flush(&mut rest);
     window.tally.add(rest);
     let kernel = collector.counters()?;
+    let held = window.tally.held();
     let undecodable = *collector.undecodable_events.borrow();
     let sampling_policy = collector.sampling_policy();
     let kernel_stacks = collector.kernel_stacks();
@@ -622,6 +623,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             kernel: preflight::kernel_release(),
             window_cpu_ns,
             programs,
+            held,
         },
         cpus,
     });

@@ -2,8 +2,14 @@
 //! call sites (weighted by calls), lock stacks (by operations and time),
 //! off-CPU stacks (by time asleep) and waker stacks (by wake-ups).
 //! Stacks stay unsymbolized here; names come once profiling ends.
+//!
+//! Each distinct stack is kept once (`Stacks`) and the tallies hold its
+//! number (issue 21): a stack was cloned into every tally it counted in,
+//! and into one key per thread and kernel stack of the on-CPU samples,
+//! which is how a long attach grew.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::collect::events::CpuSample;
 use crate::model::{FrameLoc, LockKey, UnwoundStack, Waker};
@@ -90,23 +96,62 @@ pub struct PollTally {
 /// Where a thread slept: process, thread, syscall, lock waited on.
 pub type OffCpuKey = (u32, u32, u32, Option<LockKey>);
 
+/// A distinct stack's number in `Stacks`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackId(u32);
+
+/// Every distinct stack seen, once each, numbered in order of arrival.
+#[derive(Default)]
+pub struct Stacks {
+    ids: HashMap<Arc<UnwoundStack>, StackId>,
+    all: Vec<Arc<UnwoundStack>>,
+}
+
+impl Stacks {
+    /// The number of `stack`, kept if it is new.
+    pub fn intern(&mut self, stack: UnwoundStack) -> StackId {
+        if let Some(id) = self.ids.get(&stack) {
+            return *id;
+        }
+        let id = StackId(self.all.len() as u32);
+        let stack = Arc::new(stack);
+        self.all.push(stack.clone());
+        self.ids.insert(stack, id);
+        id
+    }
+
+    pub fn get(&self, id: StackId) -> &UnwoundStack {
+        &self.all[id.0 as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+}
+
 #[derive(Default)]
 pub struct SampleTally {
+    /// The stacks the keys below number.
+    pub stacks: Stacks,
     /// (syscall, stack) -> (calls stood for, samples).
-    pub sites: HashMap<(u32, UnwoundStack), (u64, u64)>,
+    pub sites: HashMap<(u32, StackId), (u64, u64)>,
     /// (lock, a wait?, stack).
-    pub locks: HashMap<(LockKey, bool, UnwoundStack), LockTally>,
+    pub locks: HashMap<(LockKey, bool, StackId), LockTally>,
     /// (where, stack) -> (sleep stood for, samples).
-    pub offcpu: HashMap<(OffCpuKey, UnwoundStack), (u64, u64)>,
+    pub offcpu: HashMap<(OffCpuKey, StackId), (u64, u64)>,
     /// The same sleeps with their outcome and waker, for the wait sites.
-    pub sleeps: HashMap<(SleepKey, UnwoundStack), SleepTally>,
+    pub sleeps: HashMap<(SleepKey, StackId), SleepTally>,
     /// (waker tid, woken tid, what the waker had run since its own last
     /// sleep as `Waker::ran_log2`, stack) -> (wake-ups stood for, samples).
-    pub wakes: HashMap<(u32, u32, u8, UnwoundStack), (u64, u64)>,
+    pub wakes: HashMap<(u32, u32, u8, StackId), (u64, u64)>,
     /// (pid, syscall, stack) -> poll-family calls stood for.
-    pub polls: HashMap<(u32, u32, UnwoundStack), PollTally>,
+    pub polls: HashMap<(u32, u32, StackId), PollTally>,
     /// (tid, what the CPU sample saw, user stack) -> samples.
-    pub cpu: HashMap<(u32, CpuSample, UnwoundStack), u64>,
+    pub cpu: HashMap<(u32, CpuSample, StackId), u64>,
     /// Per file syscall, the paths its sampled calls named, with the calls
     /// they stand for (at most MAX_PATHS apiece; the rest under OTHER_PATHS).
     pub paths: HashMap<u32, HashMap<String, u64>>,
@@ -124,10 +169,12 @@ impl SampleTally {
     pub fn add(&mut self, unwound: Vec<Unwound>) {
         for Unwound { sample: s, stack } in unwound {
             self.count += 1;
+            let leaf = stack.frames.first().cloned();
+            let stack = self.stacks.intern(stack);
             if let Some(lock) = s.lock {
                 let e = self
                     .locks
-                    .entry((lock.key, lock.op.is_wait(), stack.clone()))
+                    .entry((lock.key, lock.op.is_wait(), stack))
                     .or_default();
                 e.weight += s.weight;
                 e.weighted_ns += s.weight as u128 * lock.wait_ns as u128;
@@ -139,7 +186,7 @@ impl SampleTally {
             }
             if s.off_ns > 0 {
                 let key = (s.pid, s.tid, s.nr, s.lock_key);
-                let e = self.offcpu.entry((key, stack.clone())).or_default();
+                let e = self.offcpu.entry((key, stack)).or_default();
                 e.0 += s.off_ns;
                 e.1 += 1;
                 let key = SleepKey {
@@ -153,7 +200,7 @@ impl SampleTally {
                 let start = self.start_mono_ns;
                 let e = self
                     .sleeps
-                    .entry((key, stack.clone()))
+                    .entry((key, stack))
                     .or_insert_with(|| SleepTally {
                         spans: crate::spans::SpanCells::from(start),
                         ..Default::default()
@@ -166,25 +213,25 @@ impl SampleTally {
             if let Some((_, woken_tid, ran_log2)) = s.woken {
                 let e = self
                     .wakes
-                    .entry((s.tid, woken_tid, ran_log2, stack.clone()))
+                    .entry((s.tid, woken_tid, ran_log2, stack))
                     .or_default();
                 e.0 += s.weight;
                 e.1 += 1;
             }
             if let Some((fds, ready)) = s.poll {
-                let e = self.polls.entry((s.pid, s.nr, stack.clone())).or_default();
+                let e = self.polls.entry((s.pid, s.nr, stack)).or_default();
                 e.weight += s.weight;
                 e.weighted_fds += s.weight as u128 * fds as u128;
                 e.weighted_ready += s.weight as u128 * ready as u128;
                 e.samples += 1;
             }
             if let Some(cpu) = s.cpu {
-                if let (Some(code), Some(at)) = (&s.code, stack.frames.first())
-                    && !self.code.contains_key(at)
+                if let (Some(code), Some(at)) = (&s.code, leaf)
+                    && !self.code.contains_key(&at)
                 {
-                    self.code.insert(at.clone(), code.clone());
+                    self.code.insert(at, code.clone());
                 }
-                *self.cpu.entry((s.tid, cpu, stack.clone())).or_default() += 1;
+                *self.cpu.entry((s.tid, cpu, stack)).or_default() += 1;
             }
             if s.call
                 && let Some(path) = &s.path
@@ -201,21 +248,70 @@ impl SampleTally {
 
     /// Every stack held, for symbolization.
     pub fn stacks(&self) -> impl Iterator<Item = &UnwoundStack> {
-        self.sites
-            .keys()
-            .map(|(_, s)| s)
-            .chain(self.locks.keys().map(|(_, _, s)| s))
-            .chain(self.offcpu.keys().map(|(_, s)| s))
-            .chain(self.sleeps.keys().map(|(_, s)| s))
-            .chain(self.wakes.keys().map(|(_, _, _, s)| s))
-            .chain(self.polls.keys().map(|(_, _, s)| s))
-            .chain(self.cpu.keys().map(|(_, _, s)| s))
+        self.stacks.all.iter().map(|s| s.as_ref())
+    }
+
+    /// The stack numbered `id`.
+    pub fn stack(&self, id: StackId) -> &UnwoundStack {
+        self.stacks.get(id)
+    }
+
+    /// What the tallies hold, by kind: distinct stacks and their frames,
+    /// each tally's keys, the sleeps' time cells. What a long attach grows
+    /// by, for the report to state (`profiler.held`).
+    pub fn held(&self) -> std::collections::BTreeMap<String, u64> {
+        let frames = self.stacks.all.iter().map(|s| s.frames.len() as u64).sum();
+        let cells = self.sleeps.values().map(|t| t.spans.cells.len() as u64).sum();
+        [
+            ("stacks", self.stacks.len() as u64),
+            ("stack_frames", frames),
+            ("syscall_sites", self.sites.len() as u64),
+            ("lock_keys", self.locks.len() as u64),
+            ("offcpu_keys", self.offcpu.len() as u64),
+            ("sleep_keys", self.sleeps.len() as u64),
+            ("sleep_time_cells", cells),
+            ("wake_keys", self.wakes.len() as u64),
+            ("poll_keys", self.polls.len() as u64),
+            ("cpu_keys", self.cpu.len() as u64),
+            ("code_copies", self.code.len() as u64),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stack(addrs: &[u64]) -> UnwoundStack {
+        UnwoundStack {
+            frames: addrs
+                .iter()
+                .map(|&addr| FrameLoc::Unmapped {
+                    addr,
+                    mapping: None,
+                })
+                .collect(),
+            truncated: false,
+        }
+    }
+
+    /// Issue 21: a stack seen again, by any tally, is the same number and
+    /// is kept once.
+    #[test]
+    fn a_stack_is_kept_once_however_often_it_comes() {
+        let mut stacks = Stacks::default();
+        let a = stacks.intern(stack(&[1, 2, 3]));
+        let b = stacks.intern(stack(&[1, 2, 4]));
+        assert_ne!(a, b);
+        for _ in 0..1000 {
+            assert_eq!(stacks.intern(stack(&[1, 2, 3])), a);
+        }
+        assert_eq!(stacks.len(), 2);
+        assert_eq!(stacks.get(b), &stack(&[1, 2, 4]));
+    }
 
     /// Issue 19: in the test suite's environment the loader probed 64
     /// library directories before gawk's million stats of /etc/localtime,

@@ -406,3 +406,65 @@ fn every_sleep_and_wakeup_is_counted_once_whether_threads_exit_or_outlive_the_pr
         }
     }
 }
+
+/// Issue 21: past its first 1,024 calls on a CPU a syscall is counted but
+/// mostly not timed (its entry time is not read). Such a call is still in
+/// its syscall for the sleep and wake-up accounting: a read that sleeps is a
+/// sleep in `read`, and a write that wakes the other thread is that
+/// wake-up's mechanism.
+#[test]
+fn untimed_calls_keep_their_syscall_when_they_sleep_or_wake_issue_21() {
+    if !bpf_available() {
+        return;
+    }
+    let waits = fixture("waits");
+    let p = run(&[], &[waits.to_str().unwrap(), "pingpong", "20000"]);
+    assert!(p.output.status.success(), "{}", p.stderr);
+    let r = &p.report;
+    // The loader reads each library's ELF header too (libc: one read).
+    for (name, calls) in [("read", 40_000..=40_004), ("write", 40_000..=40_000)] {
+        let s = r.syscalls.iter().find(|s| s.name == name).unwrap();
+        assert!(calls.contains(&s.calls), "{name}: {} calls", s.calls);
+        assert_eq!((s.unfinished, s.errors), (0, 0), "{name}");
+        let timed = s.timed_calls.unwrap();
+        assert!(timed < s.calls / 2, "{name}: {timed} of {} timed", s.calls);
+    }
+    let busy: Vec<_> = r
+        .threads
+        .iter()
+        .filter(|t| t.voluntary_switches >= 1000)
+        .collect();
+    assert_eq!(busy.len(), 2, "{:?}", r.threads);
+    for t in busy {
+        let off = thread(r, t.tid);
+        let sleeps: Vec<_> = off
+            .reasons
+            .iter()
+            .filter(|x| x.reason != OffCpuReason::Involuntary)
+            .collect();
+        let in_read: u64 = sleeps
+            .iter()
+            .filter(|x| x.reason == OffCpuReason::BlockingSyscall)
+            .filter_map(|x| x.syscalls.get("read"))
+            .sum();
+        let all: u64 = sleeps.iter().map(|x| x.ns).sum();
+        assert!(
+            in_read * 100 >= all * 99,
+            "tid {}: {in_read} of {all} ns asleep in read: {sleeps:?}",
+            t.tid
+        );
+        let (by_write, woken): (u64, u64) = r
+            .wakeups
+            .iter()
+            .filter(|w| w.woken_tid == t.tid)
+            .fold((0, 0), |(a, b), w| {
+                let write = w.mechanism.starts_with("write");
+                (a + if write { w.count } else { 0 }, b + w.count)
+            });
+        assert!(
+            by_write * 100 >= woken * 99,
+            "tid {}: {by_write} of {woken} wake-ups by a write",
+            t.tid
+        );
+    }
+}

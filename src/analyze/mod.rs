@@ -16,7 +16,7 @@ pub mod waits;
 
 use std::collections::HashMap;
 
-use crate::model::{KernelCounters, LockKey, OffReason, UnwoundStack};
+use crate::model::{KernelCounters, LockKey, OffReason};
 use crate::report::build::SampledSite;
 use crate::report::{
     Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WaitSite, WakeupReport,
@@ -24,7 +24,7 @@ use crate::report::{
 use crate::stacks::kallsyms::KernelStacks;
 use crate::stacks::symbolize::Symbols;
 use crate::stacks::unwind::Unwinding;
-use crate::tally::SampleTally;
+use crate::tally::{SampleTally, StackId};
 use aggregate::ThreadUsage;
 use cpu::CpuSite;
 use locks::{LockSite, name::LockName};
@@ -86,8 +86,9 @@ pub fn run(
         &unwinding.ruby,
         tally.stacks().flat_map(|s| &s.frames),
     );
-    let frames = |s: &UnwoundStack| symbols.stack(&s.frames);
-    let runtime = |s: &UnwoundStack| symbols.runtime_prefix(&unwinding.modules, &s.frames);
+    let frames = |id: &StackId| symbols.stack(&tally.stack(*id).frames);
+    let runtime =
+        |id: &StackId| symbols.runtime_prefix(&unwinding.modules, &tally.stack(*id).frames);
     let lock_sites: Vec<LockSite> = tally
         .locks
         .iter()
@@ -117,7 +118,7 @@ pub fn run(
                 key: *key,
                 frames: frames(stack),
                 runtime: runtime(stack),
-                truncated: stack.truncated,
+                truncated: tally.stack(*stack).truncated,
                 tally: t.clone(),
             })
             .collect::<Vec<_>>(),
@@ -229,7 +230,7 @@ pub fn run(
                 .unwrap_or_default(),
             samples,
             at: (!c.in_kernel)
-                .then(|| stack.frames.first().cloned())
+                .then(|| tally.stack(*stack).frames.first().cloned())
                 .flatten(),
         })
         .collect();

@@ -439,6 +439,7 @@ pub(crate) mod tests {
                 peak_rss_bytes: 2,
                 kernel: "k".into(),
                 window_cpu_ns: 3,
+                held: [("stacks".to_string(), 4)].into_iter().collect(),
                 programs: vec![crate::model::ProgramCost {
                     name: "kt_sys_enter".into(),
                     runs: 10,

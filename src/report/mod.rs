@@ -962,4 +962,8 @@ pub struct Profiler {
     /// while `kernel.bpf_stats_enabled` is 1 (else empty).
     #[serde(default)]
     pub programs: Vec<crate::model::ProgramCost>,
+    /// What kerntax held when profiling ended, by kind (distinct stacks,
+    /// each tally's keys...): what its memory grows with on a long attach.
+    #[serde(default)]
+    pub held: BTreeMap<String, u64>,
 }
