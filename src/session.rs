@@ -260,7 +260,7 @@ struct Window {
     duration_ns: u64,
     tally: SampleTally,
     /// The target's totals through the window, for the timeline.
-    probes: Vec<Probe>,
+    probes: timeline::Probes,
     /// The window's start on CLOCK_MONOTONIC (the clock of BPF's
     /// timestamps), ns.
     start_mono_ns: u64,
@@ -322,7 +322,8 @@ fn watch(
     };
     let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
     let mut reaped = None;
-    let mut probes = vec![first];
+    let mut probes = timeline::Probes::default();
+    probes.push(first);
     let mut next_probe = t0 + TIMELINE_INTERVAL;
     let end_reason = loop {
         let remaining = duration.map(|d| d.saturating_sub(t0.elapsed()));
@@ -578,7 +579,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         &jit,
     );
     phases.mark("symbolizing");
-    let mut timeline = timeline::build(TIMELINE_INTERVAL.as_nanos() as u64, &window.probes);
+    let mut timeline = window.probes.timeline(TIMELINE_INTERVAL.as_nanos() as u64);
     timeline::contended(
         &mut timeline,
         window.start_mono_ns,

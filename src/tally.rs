@@ -261,7 +261,11 @@ impl SampleTally {
     /// by, for the report to state (`profiler.held`).
     pub fn held(&self) -> std::collections::BTreeMap<String, u64> {
         let frames = self.stacks.all.iter().map(|s| s.frames.len() as u64).sum();
-        let cells = self.sleeps.values().map(|t| t.spans.cells.len() as u64).sum();
+        let cells = self
+            .sleeps
+            .values()
+            .map(|t| t.spans.cells.len() as u64)
+            .sum();
         [
             ("stacks", self.stacks.len() as u64),
             ("stack_frames", frames),

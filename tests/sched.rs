@@ -453,14 +453,14 @@ fn untimed_calls_keep_their_syscall_when_they_sleep_or_wake_issue_21() {
             "tid {}: {in_read} of {all} ns asleep in read: {sleeps:?}",
             t.tid
         );
-        let (by_write, woken): (u64, u64) = r
-            .wakeups
-            .iter()
-            .filter(|w| w.woken_tid == t.tid)
-            .fold((0, 0), |(a, b), w| {
-                let write = w.mechanism.starts_with("write");
-                (a + if write { w.count } else { 0 }, b + w.count)
-            });
+        let (by_write, woken): (u64, u64) =
+            r.wakeups
+                .iter()
+                .filter(|w| w.woken_tid == t.tid)
+                .fold((0, 0), |(a, b), w| {
+                    let write = w.mechanism.starts_with("write");
+                    (a + if write { w.count } else { 0 }, b + w.count)
+                });
         assert!(
             by_write * 100 >= woken * 99,
             "tid {}: {by_write} of {woken} wake-ups by a write",

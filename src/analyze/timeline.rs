@@ -36,6 +36,59 @@ impl Probe {
     }
 }
 
+/// A run's probes, thinned as they come (issue 21): one every 100 ms made
+/// a long attach grow without bound, while a report keeps MAX_BUCKETS
+/// intervals. Every `stride`-th probe is kept (the counters are cumulative,
+/// so an interval between kept probes sums the dropped ones) and the
+/// latest, wherever it falls; past 2 x MAX_BUCKETS kept, every other one
+/// goes and the stride doubles.
+#[derive(Clone, Debug, Default)]
+pub struct Probes {
+    kept: Vec<Probe>,
+    latest: Option<Probe>,
+    stride: usize,
+    seen: usize,
+}
+
+impl Probes {
+    pub fn push(&mut self, p: Probe) {
+        let stride = self.stride.max(1);
+        if self.seen.is_multiple_of(stride) {
+            self.kept.push(p);
+            self.latest = None;
+        } else {
+            self.latest = Some(p);
+        }
+        self.seen += 1;
+        if self.kept.len() > 2 * MAX_BUCKETS {
+            // An odd count, ending with a kept probe: the even places stay.
+            let mut i = 0;
+            self.kept.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.stride = stride * 2;
+        }
+    }
+
+    /// Probes held: at most 2 x MAX_BUCKETS + 1, and the latest.
+    pub fn len(&self) -> usize {
+        self.kept.len() + usize::from(self.latest.is_some())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The timeline of the probes held, each `interval_ns` apart as taken.
+    pub fn timeline(&self, interval_ns: u64) -> Timeline {
+        let all: Vec<Probe> = self.kept.iter().chain(&self.latest).copied().collect();
+        let mut t = build(interval_ns, &all);
+        t.interval_ns *= self.stride.max(1) as u64;
+        t
+    }
+}
+
 fn bucket(a: &Probe, b: &Probe) -> TimelineBucket {
     let (user_ns, sys_ns) = cpu_split(
         b.utime_ns.saturating_sub(a.utime_ns),
@@ -203,6 +256,47 @@ mod tests {
         contended(&mut t, 1000, &[(1000, 200, 60.0), (1250, 100, 40.0)]);
         let got: Vec<u64> = t.buckets.iter().map(|b| b.lock_wait_ns).collect();
         assert_eq!(got, vec![30, 30, 40]);
+    }
+
+    /// Issue 21: an hour's probes (36,000) are not all held, and the
+    /// timeline they make is the one all of them would make.
+    #[test]
+    fn probes_are_thinned_as_they_come_without_changing_the_timeline() {
+        let all: Vec<Probe> = (0..36_001)
+            .map(|i| probe(i * 100, i * 3, i, 0, 0))
+            .collect();
+        let mut held = Probes::default();
+        for p in &all {
+            held.push(*p);
+            assert!(held.len() <= 2 * MAX_BUCKETS + 2, "{}", held.len());
+        }
+        let (thin, full) = (held.timeline(100), build(100, &all));
+        assert!(thin.buckets.len() <= MAX_BUCKETS, "{}", thin.buckets.len());
+        let sum = |t: &Timeline| t.buckets.iter().map(|b| b.syscalls).sum::<u64>();
+        assert_eq!((sum(&thin), sum(&full)), (108_000, 108_000));
+        let end = |t: &Timeline| {
+            let b = t.buckets.last().unwrap();
+            b.t_ns + b.duration_ns
+        };
+        assert_eq!((end(&thin), end(&full)), (3_600_000, 3_600_000));
+        assert_eq!(thin.interval_ns, full.interval_ns);
+    }
+
+    /// A run of up to 2 x MAX_BUCKETS probes keeps them all; one more
+    /// halves them, keeping the first and the last.
+    #[test]
+    fn probes_are_thinned_only_past_twice_the_buckets() {
+        let mut held = Probes::default();
+        for i in 0..2 * MAX_BUCKETS as u64 {
+            held.push(probe(i * 100, i, 0, 0, 0));
+        }
+        assert_eq!(held.len(), 2 * MAX_BUCKETS);
+        held.push(probe(2 * MAX_BUCKETS as u64 * 100, 0, 0, 0, 0));
+        assert_eq!(held.len(), MAX_BUCKETS + 1);
+        let t = held.timeline(100);
+        assert_eq!(t.buckets.first().unwrap().t_ns, 0);
+        let last = t.buckets.last().unwrap();
+        assert_eq!(last.t_ns + last.duration_ns, 200_000);
     }
 
     #[test]
