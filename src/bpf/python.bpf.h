@@ -70,6 +70,7 @@ static __always_inline void py_walk(struct kt_stack_sample *s, struct kt_py_scra
 	__u64 tp, tstate = 0, cframe = 0, frame = 0;
 	__s32 key;
 	__u32 n = 0;
+	int i;
 
 	if (!p)
 		return;
@@ -92,7 +93,9 @@ static __always_inline void py_walk(struct kt_stack_sample *s, struct kt_py_scra
 	if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(tstate + p->tstate_cframe)) != 0 ||
 	    !cframe || bpf_probe_read_user(&frame, sizeof(frame), (void *)(cframe + p->cframe_frame)) != 0)
 		goto fault;
-	for (int i = 0; i < KT_PY_FRAMES; i++) {
+	/* An open-coded iterator: the verifier walks its body until its
+	 * states repeat, not once per frame (load time: issue 21). */
+	bpf_for(i, 0, KT_PY_FRAMES) {
 		struct kt_py_frame *f = &sc->frames[i];
 		__u64 code, instr;
 

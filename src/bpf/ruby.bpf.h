@@ -52,6 +52,7 @@ static __always_inline int rb_walk(struct kt_stack_sample *s, void *frames, __u8
 	struct task_struct *task;
 	__u64 tp, dtv = 0, block = 0, ec = 0, head[4] = {}, stack, end, cfp;
 	__u32 n = 0;
+	int i;
 
 	if (!p)
 		return 0;
@@ -81,7 +82,8 @@ static __always_inline int rb_walk(struct kt_stack_sample *s, void *frames, __u8
 	cfp = head[p->ec_cfp / 8 & 3];
 	if (cfp < stack || cfp > end || !p->cfp_size)
 		goto fault;
-	for (int i = 0; i < KT_RB_FRAMES; i++) {
+	/* An open-coded iterator, as py_walk's. */
+	bpf_for(i, 0, KT_RB_FRAMES) {
 		struct kt_rb_frame *f = (struct kt_rb_frame *)frames + i;
 		__u64 pc, iseq, ep, flags = 0;
 

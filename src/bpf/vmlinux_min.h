@@ -151,6 +151,10 @@ struct bpf_iter_task_vma {
 	u64 __opaque[1];
 };
 
+struct bpf_iter_num {
+	u64 __opaque[1];
+};
+
 struct seq_file;
 struct bpf_map;
 

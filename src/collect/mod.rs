@@ -99,6 +99,9 @@ impl<'obj> Collector<'obj> {
         let mut skel = open
             .load()
             .context("loading the BPF programs into the kernel")?;
+        if debug {
+            print_verified(&skel);
+        }
         skel.attach().context("attaching the BPF programs")?;
         let cpu = if cpu_hz > 0 {
             Some(cpu::CpuSampler::start(&skel.progs.kt_cpu_sample, cpu_hz)?)
@@ -559,6 +562,33 @@ fn lock_counters(bytes: &[u8]) -> LockCounters {
         pi: s.pi,
         samples: s.samples,
         hist_log2_ns: s.hist_log2_ns.to_vec(),
+    }
+}
+
+/// With KERNTAX_DEBUG: each program's instructions as loaded and as the
+/// verifier walked them (what its load time grows with).
+fn print_verified(skel: &bpf::SyscallsSkel<'_>) {
+    use libbpf_rs::skel::Skel;
+    use std::os::fd::{AsFd, AsRawFd};
+    for prog in skel.object().progs() {
+        let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+        let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: a loaded program's fd, and a buffer of `len` bytes.
+        let rc = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info,
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            eprintln!(
+                "kerntax: debug: {}: {} instructions, {} verified",
+                prog.name().to_string_lossy(),
+                info.xlated_prog_len / 8,
+                info.verified_insns
+            );
+        }
     }
 }
 
