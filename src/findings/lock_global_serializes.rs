@@ -26,6 +26,29 @@ pub const MIN_SHARE_OF_CONTENDED_WAIT: f64 = 0.5;
 /// CPUs left idle while they queue: of the CPUs the waiters could use
 /// (as many as there are CPUs, or waiters if fewer), those not used.
 pub const MIN_IDLE_CPUS: f64 = 0.5;
+/// Lock words its biggest site waits on that its waiters share (fewer
+/// words than waiters), at most: a mutex and its condition variable are
+/// two. Three or more are a set of locks one wrapper takes, each shared by
+/// a few (the fixed Zabbix's queue shards behind one `zbx_mutex_lock`),
+/// not one lock; a word per waiter (a parker, a semaphore per process) is
+/// one lock's queue, counted as one.
+pub const MAX_SHARED_LOCK_WORDS: f64 = 2.0;
+
+/// The shared lock words of a unit's biggest site (see MAX_SHARED_LOCK_WORDS);
+/// a runtime's well-known lock (a GIL: its mutex and condition variables)
+/// is one lock whatever its words.
+fn shared_lock_words(u: &Unit<'_>) -> f64 {
+    if u.runtime.is_some() {
+        return 1.0;
+    }
+    u.sites.first().map_or(1.0, |s| {
+        if s.lock_words < s.waiters {
+            f64::from(s.lock_words.max(1))
+        } else {
+            1.0
+        }
+    })
+}
 
 /// What to do: fewer workers when more contend than the CPUs serve; the
 /// runtime's own remedy for its well-known lock; else shard the lock and
@@ -114,6 +137,11 @@ pub fn check(r: &Report) -> Vec<Finding> {
                         MIN_SHARE_OF_CONTENDED_WAIT,
                     ),
                     at_least("idle_cpus", idle_cpus, MIN_IDLE_CPUS),
+                    at_most(
+                        "shared_lock_words",
+                        shared_lock_words(&u),
+                        MAX_SHARED_LOCK_WORDS,
+                    ),
                 ],
                 culprit: Culprit {
                     kind: CulpritKind::Lock,

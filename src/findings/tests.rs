@@ -292,6 +292,29 @@ fn global_serializes_thresholds() {
     assert!(!fired(rule, &idle));
 }
 
+/// The fixed Zabbix (tests/demo.rs, once in a suite run): its pollers
+/// wait in one `zbx_mutex_lock` on four queue shards, 3-4 semaphores among
+/// 6-8 processes; gathered by that wrapper they read as one lock at the
+/// rule's thresholds. Words shared among the waiters, at most
+/// MAX_SHARED_LOCK_WORDS; a word per waiter is one lock's queue.
+#[test]
+fn a_set_of_shared_locks_behind_one_wrapper_is_not_one_lock() {
+    use lock_global_serializes::*;
+    let with_words = |words: u32| {
+        let mut r = global(8, 0.9, 0.9, 1.0);
+        for x in r.waits.iter_mut().take(3) {
+            x.lock_words = words;
+            x.via = vec!["zbx_mutex_lock".into()];
+        }
+        r
+    };
+    let max = MAX_SHARED_LOCK_WORDS as u32;
+    assert!(fired(check, &with_words(max)));
+    assert!(!fired(check, &with_words(max + 1)));
+    // One word per waiter (8 processes, 8 semaphores): one lock's queue.
+    assert!(fired(check, &with_words(8)));
+}
+
 /// Issue 20: an interpreter's lock names the program's code its threads
 /// queue from, once the interpreter's frames are read; without them, it
 /// says nothing it does not know.
