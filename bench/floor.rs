@@ -107,7 +107,7 @@ fn cost_of(
     name: &str,
     command: &[String],
 ) -> Result<u8> {
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::AsFd;
     let mut found = false;
     for mut prog in open.open_object_mut().progs_mut() {
         let this = prog.name().to_string_lossy() == name;
@@ -138,21 +138,12 @@ fn cost_of(
         .progs()
         .find(|p| p.name().to_string_lossy() == name)
         .context("the cost program vanished")?;
-    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-    let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
-    // SAFETY: a loaded program's fd, and a buffer of `len` bytes.
-    let rc = unsafe {
-        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
-            prog.as_fd().as_raw_fd(),
-            &mut info,
-            &mut len,
-        )
-    };
+    let info = kerntax::collect::prog_info(prog.as_fd());
     // SAFETY: the fd bpf_enable_stats returned, closed once.
     unsafe { libc::close(stats_fd) };
-    if rc != 0 {
-        bail!("reading {name}'s stats failed ({rc})");
-    }
+    let Some(info) = info else {
+        bail!("reading {name}'s stats failed");
+    };
     println!(
         "{name}\truns={}\tns_per_run={:.1}\twall_ns_per_run={:.1}",
         info.run_cnt,

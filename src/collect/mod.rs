@@ -319,23 +319,14 @@ impl<'obj> Collector<'obj> {
     /// `kernel.bpf_stats_enabled` is 1 (it costs two clock reads per run),
     /// so without it every figure is 0; a program nothing ran is left out.
     pub fn program_costs(&self) -> Vec<ProgramCost> {
-        use std::os::fd::{AsFd, AsRawFd};
+        use std::os::fd::AsFd;
         let mut costs: Vec<ProgramCost> = self
             .skel
             .object()
             .progs()
             .filter_map(|prog| {
-                let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-                let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
-                // SAFETY: a loaded program's fd, and a buffer of `len` bytes.
-                let rc = unsafe {
-                    libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
-                        prog.as_fd().as_raw_fd(),
-                        &mut info,
-                        &mut len,
-                    )
-                };
-                (rc == 0 && (info.run_cnt > 0 || info.recursion_misses > 0)).then(|| ProgramCost {
+                let info = prog_info(prog.as_fd())?;
+                (info.run_cnt > 0 || info.recursion_misses > 0).then(|| ProgramCost {
                     name: prog.name().to_string_lossy().into_owned(),
                     runs: info.run_cnt,
                     run_ns: info.run_time_ns,
@@ -565,23 +556,28 @@ fn lock_counters(bytes: &[u8]) -> LockCounters {
     }
 }
 
+/// What the kernel says of a loaded program (its run-time stats, its
+/// instructions as loaded and verified), or None if it would not say.
+pub fn prog_info(
+    prog: std::os::fd::BorrowedFd<'_>,
+) -> Option<libbpf_rs::libbpf_sys::bpf_prog_info> {
+    use std::os::fd::AsRawFd;
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: a loaded program's fd, and a buffer of `len` bytes.
+    let rc = unsafe {
+        libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(prog.as_raw_fd(), &mut info, &mut len)
+    };
+    (rc == 0).then_some(info)
+}
+
 /// With KERNTAX_DEBUG: each program's instructions as loaded and as the
 /// verifier walked them (what its load time grows with).
 fn print_verified(skel: &bpf::SyscallsSkel<'_>) {
     use libbpf_rs::skel::Skel;
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::AsFd;
     for prog in skel.object().progs() {
-        let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-        let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
-        // SAFETY: a loaded program's fd, and a buffer of `len` bytes.
-        let rc = unsafe {
-            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
-                prog.as_fd().as_raw_fd(),
-                &mut info,
-                &mut len,
-            )
-        };
-        if rc == 0 {
+        if let Some(info) = prog_info(prog.as_fd()) {
             eprintln!(
                 "kerntax: debug: {}: {} instructions, {} verified",
                 prog.name().to_string_lossy(),
