@@ -222,6 +222,19 @@ fn finish_child(
 }
 
 /// With KERNTAX_DEBUG set, prints how long each phase took.
+/// A `kB` field of /proc/self/status (0 if unreadable): for the debug
+/// print of each phase's memory.
+fn self_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 struct Phases {
     on: bool,
     last: Instant,
@@ -231,8 +244,10 @@ impl Phases {
     fn mark(&mut self, what: &str) {
         if self.on {
             eprintln!(
-                "kerntax: debug: {what}: {:.1} ms",
-                self.last.elapsed().as_secs_f64() * 1e3
+                "kerntax: debug: {what}: {:.1} ms; RSS {:.1} MiB, peak {:.1} MiB",
+                self.last.elapsed().as_secs_f64() * 1e3,
+                self_status_kib("VmRSS:") as f64 / 1024.0,
+                self_status_kib("VmHWM:") as f64 / 1024.0,
             );
         }
         self.last = Instant::now();

@@ -251,6 +251,11 @@ impl SampleTally {
         self.stacks.all.iter().map(|s| s.as_ref())
     }
 
+    /// The numbers of every stack kept, in order.
+    pub fn stack_ids(&self) -> impl Iterator<Item = StackId> + use<> {
+        (0..self.stacks.all.len() as u32).map(StackId)
+    }
+
     /// The stack numbered `id`.
     pub fn stack(&self, id: StackId) -> &UnwoundStack {
         self.stacks.get(id)

@@ -1,7 +1,8 @@
 //! On-CPU profile: from sampled user and kernel stacks to folded stacks and
 //! the per-function user/kernel split (spinning is `analyze::spin`'s).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::model::FrameLoc;
 use crate::report::{CpuFunction, CpuProfile, FoldedStack};
@@ -9,6 +10,12 @@ use crate::report::{CpuFunction, CpuProfile, FoldedStack};
 /// Functions and stacks kept.
 const MAX_FUNCTIONS: usize = 50;
 const MAX_FOLDED: usize = 500;
+
+/// A named stack, innermost first, shared by every key that has it: the
+/// on-CPU keys (thread x kernel stack x user stack) outnumber the distinct
+/// stacks tenfold on a server, and a copy per key made the end of a long
+/// run its memory peak (issue 21).
+pub type Frames = Arc<[String]>;
 
 /// Symbolized on-CPU samples from one user and kernel stack.
 #[derive(Clone, Debug)]
@@ -22,9 +29,9 @@ pub struct CpuSite {
     /// libraries, whose lock fast paths make one CAS, not a loop).
     pub own_code: bool,
     /// Innermost first.
-    pub user_frames: Vec<String>,
+    pub user_frames: Frames,
     /// Innermost first; empty for a user-mode sample.
-    pub kernel_frames: Vec<String>,
+    pub kernel_frames: Frames,
     pub samples: u64,
     /// Where the user-mode sample's instruction is (its innermost frame).
     pub at: Option<FrameLoc>,
@@ -42,18 +49,34 @@ pub fn folded(site: &CpuSite) -> Vec<String> {
         .collect()
 }
 
-pub fn fold(sites: impl Iterator<Item = (Vec<String>, u64)>, max: usize) -> Vec<FoldedStack> {
-    let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+/// A site's (user, kernel) stacks, shared, for `fold`.
+pub fn fold_key(site: &CpuSite) -> (Frames, Frames) {
+    (site.user_frames.clone(), site.kernel_frames.clone())
+}
+
+/// The `max` heaviest stacks, outermost first (the user stack, then the
+/// kernel's), by samples then by name. Merged on the shared stacks; only
+/// the kept ones are copied out.
+pub fn fold(sites: impl Iterator<Item = ((Frames, Frames), u64)>, max: usize) -> Vec<FoldedStack> {
+    let mut merged: HashMap<(Frames, Frames), u64> = HashMap::new();
     for (frames, n) in sites {
         *merged.entry(frames).or_default() += n;
     }
-    let mut out: Vec<FoldedStack> = merged
-        .into_iter()
-        .map(|(frames, count)| FoldedStack { frames, count })
-        .collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.frames.cmp(&b.frames)));
+    fn outermost_first((user, kernel): &(Frames, Frames)) -> impl Iterator<Item = &String> {
+        user.iter().rev().chain(kernel.iter().rev())
+    }
+    let mut out: Vec<((Frames, Frames), u64)> = merged.into_iter().collect();
+    out.sort_by(|a, b| {
+        b.1.cmp(&a.1)
+            .then_with(|| outermost_first(&a.0).cmp(outermost_first(&b.0)))
+    });
     out.truncate(max);
-    out
+    out.iter()
+        .map(|(k, count)| FoldedStack {
+            frames: outermost_first(k).cloned().collect(),
+            count: *count,
+        })
+        .collect()
 }
 
 pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
@@ -94,7 +117,7 @@ pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
         }
         // Counted once per sample however often it recurses.
         let mut seen = HashSet::new();
-        for f in s.kernel_frames.iter().chain(&s.user_frames) {
+        for f in s.kernel_frames.iter().chain(s.user_frames.iter()) {
             let name = function(f);
             if seen.insert(name) {
                 entry(&mut functions, name);
@@ -115,7 +138,7 @@ pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
         samples: user + kernel,
         user_samples: user,
         kernel_samples: kernel,
-        folded: fold(sites.iter().map(|s| (folded(s), s.samples)), MAX_FOLDED),
+        folded: fold(sites.iter().map(|s| (fold_key(s), s.samples)), MAX_FOLDED),
         functions,
     }
 }
@@ -185,6 +208,34 @@ mod tests {
         assert_eq!(
             p.folded[1].frames.last().map(String::as_str),
             Some("ksys_read [k]")
+        );
+    }
+
+    /// Issue 21: the on-CPU keys share their named stacks; folding merges
+    /// equal stacks whichever copy they are and orders ties by the
+    /// outermost-first names, as when each key had its own copy.
+    #[test]
+    fn fold_merges_equal_shared_stacks_and_orders_ties_by_name_issue_21() {
+        let f = |v: &[&str]| -> Frames { v.iter().map(|s| s.to_string()).collect() };
+        let none = Frames::default();
+        let sites = [
+            ((f(&["b (x.c:2)", "main (x.c:9)"]), none.clone()), 3),
+            (
+                (f(&["a (x.c:1)", "main (x.c:9)"]), f(&["ksys_read [k]"])),
+                5,
+            ),
+            ((f(&["b (x.c:2)", "main (x.c:9)"]), none.clone()), 2),
+            ((f(&["c (x.c:3)", "main (x.c:9)"]), none.clone()), 1),
+        ];
+        let out = fold(sites.into_iter(), 2);
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            (out[0].frames.join(";"), out[0].count),
+            ("main (x.c:9);a (x.c:1);ksys_read [k]".to_string(), 5)
+        );
+        assert_eq!(
+            (out[1].frames.join(";"), out[1].count),
+            ("main (x.c:9);b (x.c:2)".to_string(), 5)
         );
     }
 }

@@ -86,16 +86,30 @@ pub fn run(
         &unwinding.ruby,
         tally.stacks().flat_map(|s| &s.frames),
     );
-    let frames = |id: &StackId| symbols.stack(&tally.stack(*id).frames);
-    let runtime =
-        |id: &StackId| symbols.runtime_prefix(&unwinding.modules, &tally.stack(*id).frames);
+    // Each distinct stack named once; the keys share it (`cpu::Frames`).
+    let named: HashMap<StackId, (cpu::Frames, usize)> = tally
+        .stack_ids()
+        .map(|id| {
+            let frames = &tally.stack(id).frames;
+            (
+                id,
+                (
+                    symbols.stack(frames).into(),
+                    symbols.runtime_prefix(&unwinding.modules, frames),
+                ),
+            )
+        })
+        .collect();
+    let shared = |id: &StackId| named[id].0.clone();
+    let frames = |id: &StackId| named[id].0.to_vec();
+    let runtime = |id: &StackId| named[id].1;
     let lock_sites: Vec<LockSite> = tally
         .locks
         .iter()
         .map(|((key, wait, stack), t)| LockSite {
             key: *key,
             wait: *wait,
-            frames: frames(stack),
+            frames: shared(stack),
             weight: t.weight,
             weighted_ns: t.weighted_ns,
             samples: t.samples,
@@ -223,7 +237,7 @@ pub fn run(
             spinning: c.spinning,
             after_cas: c.after_cas,
             own_code: runtime(stack) == 0,
-            user_frames: frames(stack),
+            user_frames: shared(stack),
             kernel_frames: c
                 .kernel_stack
                 .and_then(|id| kernel_stacks.frames.get(&id).cloned())

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::aggregate::ThreadUsage;
-use super::cpu::{CpuSite, fold, folded, function};
+use super::cpu::{CpuSite, fold, fold_key, folded, function};
 use crate::model::FrameLoc;
 use crate::report::{SpinLoop, SpinReport, ThreadYields};
 use crate::stacks::code::{CODE_BEFORE, CodeBytes, MAX_LOOP_BYTES, plain_load_loop};
@@ -291,7 +291,7 @@ pub fn spin(
             sites
                 .iter()
                 .filter(|s| spins(s))
-                .map(|s| (folded(s), s.samples)),
+                .map(|s| (fold_key(s), s.samples)),
             MAX_SPIN_STACKS,
         ),
         loops,
@@ -317,7 +317,7 @@ mod tests {
             after_cas: false,
             own_code: true,
             user_frames: user.iter().map(|s| s.to_string()).collect(),
-            kernel_frames: vec![],
+            kernel_frames: crate::analyze::cpu::Frames::default(),
             samples,
             at,
         }

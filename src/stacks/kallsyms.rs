@@ -11,7 +11,8 @@ use std::thread::JoinHandle;
 /// Kernel stacks by stack id, named.
 #[derive(Debug, Default)]
 pub struct KernelStacks {
-    pub frames: HashMap<i32, Vec<String>>,
+    /// Shared with the on-CPU samples that have them (`analyze::cpu::Frames`).
+    pub frames: HashMap<i32, crate::analyze::cpu::Frames>,
     /// Distinct addresses no symbol covers.
     pub unresolved: u64,
 }

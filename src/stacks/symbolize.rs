@@ -170,8 +170,11 @@ impl Symbols {
                 }
             }
         }
-        let symbolizer = Symbolizer::new();
         for (module, mut addrs) in by_module {
+            // One symbolizer per file: its parsed symbols and debug info
+            // are freed before the next file's (one for all held every
+            // file's at once: the end of a run's memory peak, issue 21).
+            let symbolizer = Symbolizer::new();
             addrs.sort_unstable();
             addrs.dedup();
             let path = &modules.paths[module];

@@ -31,7 +31,8 @@ pub struct LockSite {
     pub key: LockKey,
     /// A wait (else a wake or another operation).
     pub wait: bool,
-    pub frames: Vec<String>,
+    /// Shared with the other keys that have this stack.
+    pub frames: crate::analyze::cpu::Frames,
     /// Operations the samples stand for.
     pub weight: u64,
     /// Sum over samples of weight x time inside the call.
@@ -387,7 +388,7 @@ mod tests {
         LockSite {
             key,
             wait,
-            frames: vec![f.to_string()],
+            frames: vec![f.to_string()].into(),
             weight,
             weighted_ns: ns,
             samples: 1,
@@ -561,9 +562,12 @@ mod tests {
             site(m, true, "__lll_lock_wait (x)", 10, 1_000),
         ];
         let mut lookup = site(heap, true, "__lll_lock_wait (lowlevellock.c:49)", 10, 1_000);
-        lookup
-            .frames
-            .push("Cache::lookup(std::string const&) (cache.cc:10)".into());
+        lookup.frames = [
+            "__lll_lock_wait (lowlevellock.c:49)",
+            "Cache::lookup(std::string const&) (cache.cc:10)",
+        ]
+        .map(String::from)
+        .into();
         lookup.runtime = 1;
         sites.push(lookup);
         let classes: HashMap<LockKey, WaitClass> = [(c0, WaitClass::Contention)].into();

@@ -75,7 +75,7 @@ pub struct SleepSample {
 #[derive(Clone, Debug)]
 pub struct LockWaitSample {
     pub key: LockKey,
-    pub frames: Vec<String>,
+    pub frames: crate::analyze::cpu::Frames,
     pub runtime: usize,
     /// Waits that returned at once (EAGAIN) the samples stand for.
     pub futile: u64,

@@ -449,7 +449,7 @@ fn futile_waits_make_a_short_hold_lock_contention_without_much_sleep() {
     };
     let futile = [LockWaitSample {
         key,
-        frames: frames(&["__lll_lock_wait (libc.so.6)", "Cache::lookup(int) (c.cc:3)"]),
+        frames: frames(&["__lll_lock_wait (libc.so.6)", "Cache::lookup(int) (c.cc:3)"]).into(),
         runtime: 1,
         futile: 40_000,
     }];
@@ -461,7 +461,7 @@ fn futile_waits_make_a_short_hold_lock_contention_without_much_sleep() {
         0,
         waker(0, false),
     );
-    s.frames = futile[0].frames.clone();
+    s.frames = futile[0].frames.to_vec();
     let threads: Vec<ThreadUsage> = (1..=2).map(|t| thread(t, 500_000_000)).collect();
     let w = build_sites(&[s], &threads, &futile);
     let site = &w.sites[0];
