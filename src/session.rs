@@ -418,6 +418,7 @@ fn loss(
     threads_unaccounted: u64,
     bpf_recursion_misses: u64,
     jit: &jit::Gathered,
+    cpu_stacks_unkept: u64,
 ) -> Loss {
     Loss {
         ringbuf_full: kernel.ringbuf_full,
@@ -445,6 +446,7 @@ fn loss(
             + unwinding.ruby.stats.frames_unreadable,
         interpreted_chains_faulted: unwinding.python.stats.samples_fault
             + unwinding.ruby.stats.samples_fault,
+        cpu_stacks_unkept,
     }
 }
 
@@ -592,6 +594,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         threads_unaccounted,
         programs.iter().map(|p| p.recursion_misses).sum(),
         &jit,
+        window.tally.cpu_unkept.user + window.tally.cpu_unkept.kernel,
     );
     phases.mark("symbolizing");
     let mut timeline = window.probes.timeline(TIMELINE_INTERVAL.as_nanos() as u64);

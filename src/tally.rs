@@ -45,6 +45,23 @@ fn count_path(paths: &mut HashMap<String, u64>, path: &str, weight: u64) {
     paths.insert(path.to_string(), weight);
 }
 
+/// On-CPU keys kept (thread x what the sample saw x user stack): what a
+/// 32,768-bucket table holds (hashbrown fills 7/8 of it). A server meets
+/// new keys for as long as it is profiled — its rare paths, a sample or two
+/// each: memcached's grew by ~20 a second for the 25 minutes measured, and
+/// the table by doublings (issue 21). Past it the keys with fewest samples
+/// give way (`SampleTally::make_cpu_room`); their samples are still
+/// counted, without their stacks (`CpuUnkept`, `loss.cpu_stacks_unkept`).
+pub const MAX_CPU_KEYS: usize = 28_672;
+
+/// On-CPU samples whose keys gave way past MAX_CPU_KEYS: counted in the
+/// user/kernel split, their stacks not kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuUnkept {
+    pub user: u64,
+    pub kernel: u64,
+}
+
 /// A lock's sampled operations from one stack.
 #[derive(Clone, Debug, Default)]
 pub struct LockTally {
@@ -150,8 +167,11 @@ pub struct SampleTally {
     pub wakes: HashMap<(u32, u32, u8, StackId), (u64, u64)>,
     /// (pid, syscall, stack) -> poll-family calls stood for.
     pub polls: HashMap<(u32, u32, StackId), PollTally>,
-    /// (tid, what the CPU sample saw, user stack) -> samples.
+    /// (tid, what the CPU sample saw, user stack) -> samples; at most
+    /// MAX_CPU_KEYS.
     pub cpu: HashMap<(u32, CpuSample, StackId), u64>,
+    /// Samples of the on-CPU keys that gave way.
+    pub cpu_unkept: CpuUnkept,
     /// Per file syscall, the paths its sampled calls named, with the calls
     /// they stand for (at most MAX_PATHS apiece; the rest under OTHER_PATHS).
     pub paths: HashMap<u32, HashMap<String, u64>>,
@@ -231,7 +251,7 @@ impl SampleTally {
                 {
                     self.code.insert(at, code.clone());
                 }
-                *self.cpu.entry((s.tid, cpu, stack)).or_default() += 1;
+                self.count_cpu((s.tid, cpu, stack));
             }
             if s.call
                 && let Some(path) = &s.path
@@ -244,6 +264,50 @@ impl SampleTally {
                 e.1 += 1;
             }
         }
+    }
+
+    /// One on-CPU sample, within MAX_CPU_KEYS keys.
+    fn count_cpu(&mut self, key: (u32, CpuSample, StackId)) {
+        if self.cpu.len() >= MAX_CPU_KEYS && !self.cpu.contains_key(&key) {
+            self.make_cpu_room();
+        }
+        *self.cpu.entry(key).or_default() += 1;
+    }
+
+    /// Makes room for a quarter of MAX_CPU_KEYS: the keys with fewest
+    /// samples give way (ties among the last of them in the table's
+    /// order), their samples counted in `cpu_unkept`, and the machine code
+    /// copied for their instructions alone goes with them. Once in
+    /// MAX_CPU_KEYS / 4 new keys, so the scan's cost is a few ns a key.
+    fn make_cpu_room(&mut self) {
+        let quarter = MAX_CPU_KEYS / 4;
+        let mut counts: Vec<u64> = self.cpu.values().copied().collect();
+        if counts.len() <= quarter {
+            return;
+        }
+        let (_, &mut k, _) = counts.select_nth_unstable(quarter - 1);
+        let mut ties = quarter - counts.iter().filter(|&&c| c < k).count();
+        let unkept = &mut self.cpu_unkept;
+        self.cpu.retain(|(_, c, _), n| {
+            let go = *n < k || (*n == k && ties > 0);
+            if go {
+                if *n == k {
+                    ties -= 1;
+                }
+                if c.in_kernel {
+                    unkept.kernel += *n;
+                } else {
+                    unkept.user += *n;
+                }
+            }
+            !go
+        });
+        let leaves: std::collections::HashSet<&FrameLoc> = self
+            .cpu
+            .keys()
+            .filter_map(|(_, _, id)| self.stacks.get(*id).frames.first())
+            .collect();
+        self.code.retain(|at, _| leaves.contains(at));
     }
 
     /// Every stack held, for symbolization.
@@ -338,5 +402,67 @@ mod tests {
         assert!(paths.len() <= MAX_PATHS + 1);
         let total: u64 = paths.values().sum();
         assert_eq!(total, (MAX_PATHS as u64 + 10) + 1_000_000);
+    }
+
+    /// Issue 21: a long attach met new on-CPU keys for as long as it ran.
+    /// At MAX_CPU_KEYS keys nothing gives way; one more key makes room for
+    /// a quarter: the keys with fewest samples go, their samples counted
+    /// by mode, and the code copied for their instructions with them.
+    #[test]
+    fn on_cpu_keys_past_the_cap_give_way_fewest_samples_first_issue_21() {
+        let mut t = SampleTally::default();
+        let sample = |in_kernel| CpuSample {
+            kernel_stack: None,
+            in_kernel,
+            spinning: false,
+            after_cas: false,
+        };
+        // Key i has i % 4 + 1 samples; odd keys ran in the kernel.
+        let mut total = 0;
+        for i in 0..MAX_CPU_KEYS as u64 {
+            let id = t.stacks.intern(stack(&[0x1000 + i, 1]));
+            t.code.insert(
+                FrameLoc::Unmapped {
+                    addr: 0x1000 + i,
+                    mapping: None,
+                },
+                vec![0x90],
+            );
+            for _ in 0..i % 4 + 1 {
+                t.count_cpu((1, sample(i % 2 == 1), id));
+                total += 1;
+            }
+        }
+        assert_eq!(t.cpu.len(), MAX_CPU_KEYS);
+        assert_eq!(t.cpu_unkept, CpuUnkept::default());
+        assert_eq!(t.code.len(), MAX_CPU_KEYS);
+
+        let new = t.stacks.intern(stack(&[0xdead, 1]));
+        t.count_cpu((2, sample(false), new));
+        total += 1;
+        // A quarter gave way, and the new key came in.
+        assert_eq!(t.cpu.len(), MAX_CPU_KEYS - MAX_CPU_KEYS / 4 + 1);
+        // Exactly the keys of one sample (i % 4 == 0) went: all user mode.
+        assert_eq!(t.cpu.values().filter(|&&n| n == 1).count(), 1);
+        assert_eq!(
+            t.cpu_unkept,
+            CpuUnkept {
+                user: MAX_CPU_KEYS as u64 / 4,
+                kernel: 0
+            }
+        );
+        let kept: u64 = t.cpu.values().sum();
+        assert_eq!(kept + t.cpu_unkept.user + t.cpu_unkept.kernel, total);
+        // Code is kept for the kept keys' instructions only (the new key
+        // carried none).
+        assert_eq!(t.code.len(), MAX_CPU_KEYS - MAX_CPU_KEYS / 4);
+        assert!(!t.code.contains_key(&FrameLoc::Unmapped {
+            addr: 0x1000,
+            mapping: None
+        }));
+        assert!(t.code.contains_key(&FrameLoc::Unmapped {
+            addr: 0x1001,
+            mapping: None
+        }));
     }
 }

@@ -39,6 +39,42 @@ pub struct CpuSite {
 
 pub use crate::stacks::frame::function;
 
+/// The frame the on-CPU samples whose keys gave way are shown under
+/// (`tally::MAX_CPU_KEYS`).
+pub const UNKEPT_FRAME: &str = "[stacks not kept]";
+
+/// The samples whose keys gave way, as sites under UNKEPT_FRAME: in the
+/// kernel's stack for kernel-mode samples, the user's otherwise, so the
+/// user/kernel split and its functions' self time stay whole. Not the
+/// program's code: no spin analysis reads them.
+pub fn unkept_sites(unkept: crate::tally::CpuUnkept) -> Vec<CpuSite> {
+    let frame: Frames = [UNKEPT_FRAME.to_string()].into();
+    let site = |in_kernel: bool, samples: u64| CpuSite {
+        tid: 0,
+        in_kernel,
+        spinning: false,
+        after_cas: false,
+        own_code: false,
+        user_frames: if in_kernel {
+            Frames::default()
+        } else {
+            frame.clone()
+        },
+        kernel_frames: if in_kernel {
+            frame.clone()
+        } else {
+            Frames::default()
+        },
+        samples,
+        at: None,
+    };
+    [(false, unkept.user), (true, unkept.kernel)]
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(k, n)| site(k, n))
+        .collect()
+}
+
 /// Outermost first: the user stack, then the kernel stack under it.
 pub fn folded(site: &CpuSite) -> Vec<String> {
     site.user_frames
@@ -237,5 +273,20 @@ mod tests {
             (out[1].frames.join(";"), out[1].count),
             ("main (x.c:9);b (x.c:2)".to_string(), 5)
         );
+    }
+
+    /// Issue 21: samples whose keys gave way keep the user/kernel split
+    /// and show as one function of their own, never as the program's.
+    #[test]
+    fn unkept_samples_keep_the_split_under_their_own_frame_issue_21() {
+        let mut sites = vec![site(false, false, &["burn (a.c:3)"], &[], 10)];
+        sites.extend(unkept_sites(crate::tally::CpuUnkept { user: 3, kernel: 4 }));
+        assert_eq!(sites.len(), 3);
+        assert!(sites.iter().all(|s| !s.spinning && s.at.is_none()));
+        let p = profile(&sites, 99);
+        assert_eq!((p.samples, p.user_samples, p.kernel_samples), (17, 13, 4));
+        let f = p.functions.iter().find(|f| f.name == UNKEPT_FRAME).unwrap();
+        assert_eq!((f.self_user, f.self_kernel, f.total), (3, 4, 7));
+        assert!(unkept_sites(crate::tally::CpuUnkept::default()).is_empty());
     }
 }

@@ -228,7 +228,7 @@ pub fn run(
         )
         .collect();
     let wakeups = sched::wakeups(&kernel.wakeups, &wake_sites, &comms);
-    let cpu_sites: Vec<CpuSite> = tally
+    let mut cpu_sites: Vec<CpuSite> = tally
         .cpu
         .iter()
         .map(|((tid, c, stack), &samples)| CpuSite {
@@ -248,6 +248,7 @@ pub fn run(
                 .flatten(),
         })
         .collect();
+    cpu_sites.extend(cpu::unkept_sites(tally.cpu_unkept));
     Analyses {
         paths: tally.paths.clone(),
         sites: tally

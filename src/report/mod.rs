@@ -927,6 +927,11 @@ pub struct Loss {
     /// (a read faulted; the frames before it kept).
     #[serde(default)]
     pub interpreted_chains_faulted: u64,
+    /// On-CPU samples counted without their stacks: past
+    /// `tally::MAX_CPU_KEYS` keys the keys with fewest samples gave way
+    /// (shown as `[stacks not kept]`).
+    #[serde(default)]
+    pub cpu_stacks_unkept: u64,
 }
 
 impl Loss {
