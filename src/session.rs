@@ -447,6 +447,7 @@ fn loss(
         interpreted_chains_faulted: unwinding.python.stats.samples_fault
             + unwinding.ruby.stats.samples_fault,
         cpu_stacks_unkept,
+        process_maps_forgotten: unwinding.exited_forgotten,
     }
 }
 
@@ -556,6 +557,10 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let sampling_policy = collector.sampling_policy();
     let kernel_stacks = collector.kernel_stacks();
     drop(collector);
+    if phases.on {
+        let (hits, all) = unwinding.rule_cache_lookups();
+        eprintln!("kerntax: debug: unwind rule cache: {hits} hits of {all} lookups");
+    }
     phases.mark("reading counters, unwinding the rest");
     let comms: HashMap<u32, String> = live
         .iter()

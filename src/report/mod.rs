@@ -932,6 +932,10 @@ pub struct Loss {
     /// (shown as `[stacks not kept]`).
     #[serde(default)]
     pub cpu_stacks_unkept: u64,
+    /// Exited processes whose memory maps were let go (past the last
+    /// 4,096 exited): their lock addresses are named without them.
+    #[serde(default)]
+    pub process_maps_forgotten: u64,
 }
 
 impl Loss {

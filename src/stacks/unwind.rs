@@ -26,6 +26,21 @@ use crate::model::{FrameLoc, UnwoundStack};
 /// Deepest stack kept; deeper ones are cut and marked truncated.
 const MAX_FRAMES: usize = 128;
 
+/// Processes with a rule cache of their own at once; past it all are
+/// dropped and built again as samples come. framehop's cache (509 rules,
+/// ~12 KiB) tags each rule with its unwinder, so one cache shared by the
+/// processes of a multi-process server was overwritten by each in turn and
+/// most lookups parsed DWARF CFI again (issue 21: kerntax's user space took
+/// 8.5% of a CPU on PostgreSQL, ~1% on one-process memcached).
+const MAX_RULE_CACHES: usize = 256;
+
+/// Exited processes whose memory maps are kept (for naming their lock
+/// addresses at the end); older ones are forgotten. A process's unwinder
+/// goes at its exit. Each kept ~4 KiB (a small program's maps) to tens of
+/// KiB, for as long as kerntax ran: `kerntax run -- sh -c '<4,000 x
+/// /bin/true>'` peaked 12.6 MiB above a run of 1,000 (issue 21).
+const MAX_EXITED_KEPT: usize = 4_096;
+
 struct Region {
     start: u64,
     end: u64,
@@ -80,7 +95,15 @@ pub struct Unwinding {
     /// Commands kerntax forked and that have not exec'd yet: their stacks
     /// are kerntax's own code, not the command's.
     before_exec: HashSet<u32>,
-    cache: CacheX86_64,
+    /// Exited processes, oldest first (`MAX_EXITED_KEPT`).
+    exited: std::collections::VecDeque<u32>,
+    /// Exited processes forgotten.
+    pub exited_forgotten: u64,
+    /// Unwind rules by process (`MAX_RULE_CACHES`), dropped at its exit.
+    caches: HashMap<u32, CacheX86_64>,
+    /// framehop's rule-cache lookups of the caches dropped so far: hits
+    /// and all.
+    cache_lookups: (u64, u64),
     /// The perf maps naming JIT frames, read once profiling stops.
     pub jit_maps: super::jit::JitMaps,
     /// CPython processes: their frames merged into stacks, and named.
@@ -299,15 +322,60 @@ impl Unwinding {
                 },
             })
             .collect();
-        let Some(waiting) = self.pending.remove(&pid) else {
-            self.mappings.insert(pid, mappings);
-            return;
-        };
-        self.keep(pid, mappings);
-        for s in waiting {
-            let owner = self.maps_for_gone(&s);
-            out.push(self.unwind(&s, owner));
+        match self.pending.remove(&pid) {
+            None => {
+                self.mappings.insert(pid, mappings);
+            }
+            Some(waiting) => {
+                self.keep(pid, mappings);
+                for s in waiting {
+                    let owner = self.maps_for_gone(&s);
+                    out.push(self.unwind(&s, owner));
+                }
+            }
         }
+        self.gone(pid);
+    }
+
+    /// A process has exited and its samples are unwound: its unwinder and
+    /// rule cache go, unless a forked child that has not exec'd may still
+    /// need them, and its maps stay among the last MAX_EXITED_KEPT.
+    fn gone(&mut self, pid: u32) {
+        self.drop_cache(pid);
+        if !self.forked_from.values().any(|&parent| parent == pid) {
+            self.procs.remove(&pid);
+        }
+        self.forked_from.remove(&pid);
+        self.exited.push_back(pid);
+        while self.exited.len() > MAX_EXITED_KEPT {
+            let Some(old) = self.exited.pop_front() else {
+                break;
+            };
+            // A pid used again by a live process keeps its maps.
+            if !self.procs.contains_key(&old) {
+                self.mappings.remove(&old);
+                self.exited_forgotten += 1;
+            }
+        }
+    }
+
+    /// A process is gone: its rule cache goes (a late sample builds one).
+    fn drop_cache(&mut self, pid: u32) {
+        if let Some(c) = self.caches.remove(&pid) {
+            let st = c.stats();
+            self.cache_lookups.0 += st.hit_count;
+            self.cache_lookups.1 += st.total();
+        }
+    }
+
+    /// framehop's rule-cache lookups so far: (hits, all).
+    pub fn rule_cache_lookups(&self) -> (u64, u64) {
+        self.caches
+            .values()
+            .map(|c| c.stats())
+            .fold(self.cache_lookups, |(h, t), st| {
+                (h + st.hit_count, t + st.total())
+            })
     }
 
     /// For a sample of a process that is gone: its last known mappings, or
@@ -358,7 +426,15 @@ impl Unwinding {
                 stack,
             };
         };
-        let (mut frames, mut truncated) = walk(p, &mut self.cache, s, owner);
+        if !self.caches.contains_key(&owner) && self.caches.len() >= MAX_RULE_CACHES {
+            for (_, c) in self.caches.drain() {
+                let st = c.stats();
+                self.cache_lookups.0 += st.hit_count;
+                self.cache_lookups.1 += st.total();
+            }
+        }
+        let cache = self.caches.entry(owner).or_default();
+        let (mut frames, mut truncated) = walk(p, cache, s, owner);
         // A frame in no mapping known: code mapped since the map was read
         // (a library loaded late, a JIT's code cache grown). Read it again,
         // at most once per batch of samples.
@@ -374,7 +450,8 @@ impl Unwinding {
             self.learn_paths(&mappings);
             self.keep(owner, mappings);
             if let Some(p) = self.procs.get(&owner) {
-                (frames, truncated) = walk(p, &mut self.cache, s, owner);
+                let cache = self.caches.entry(owner).or_default();
+                (frames, truncated) = walk(p, cache, s, owner);
             }
         }
         if truncated {
@@ -466,5 +543,41 @@ fn locate(regions: &[Region], pid: u32, frame: FrameAddress) -> FrameLoc {
             addr: lookup,
             mapping: None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 21: every exited process's maps were kept for as long as
+    /// kerntax ran. The last MAX_EXITED_KEPT stay (lock addresses are
+    /// named from them), the rest are let go and counted; a live process
+    /// that reused an old pid keeps its own.
+    #[test]
+    fn exited_processes_maps_are_bounded_and_counted_issue_21() {
+        let mut u = Unwinding::default();
+        let mut out = Vec::new();
+        let n = MAX_EXITED_KEPT as u32;
+        for pid in 1..=n {
+            u.on_exit_maps(pid, &[], &mut out);
+        }
+        assert_eq!((u.mappings.len(), u.exited_forgotten), (MAX_EXITED_KEPT, 0));
+        // Pid 2 is used again by a live process.
+        u.procs.insert(
+            2,
+            Process {
+                regions: Vec::new(),
+                unwinder: UnwinderX86_64::new(),
+            },
+        );
+        for pid in n + 1..=n + 3 {
+            u.on_exit_maps(pid, &[], &mut out);
+        }
+        assert_eq!(u.exited_forgotten, 2);
+        assert!(!u.mappings.contains_key(&1) && !u.mappings.contains_key(&3));
+        assert!(u.mappings.contains_key(&2) && u.mappings.contains_key(&4));
+        assert_eq!(u.mappings.len(), MAX_EXITED_KEPT + 1);
+        assert!(out.is_empty());
     }
 }
