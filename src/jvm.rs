@@ -19,6 +19,8 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::target::status_field;
+
 /// What `run` adds to `JAVA_TOOL_OPTIONS` (after the user's own): frame
 /// pointers in JIT code, and the perf map written when the JVM exits.
 /// JVMs too old to know a flag ignore it instead of refusing to start.
@@ -42,15 +44,6 @@ const ANSWER_WAIT: Duration = Duration::from_secs(20);
 pub fn is_jvm(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .is_ok_and(|m| m.lines().any(|l| l.ends_with("/libjvm.so")))
-}
-
-/// A line's value from /proc/PID/status.
-fn status_field(pid: u32, field: &str) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .map(|v| v.trim().to_string())
 }
 
 /// The process's PID in its own PID namespace (the JVM names its files by it).

@@ -22,12 +22,7 @@ pub fn btf_path() -> PathBuf {
 }
 
 fn effective_caps() -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))?
-        .trim();
-    u64::from_str_radix(hex, 16).ok()
+    u64::from_str_radix(&crate::target::status_field("self", "CapEff")?, 16).ok()
 }
 
 /// Names of the capabilities kerntax lacks to load and attach BPF programs.

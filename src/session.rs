@@ -221,20 +221,15 @@ fn finish_child(
     }
 }
 
-/// With KERNTAX_DEBUG set, prints how long each phase took.
 /// A `kB` field of /proc/self/status (0 if unreadable): for the debug
 /// print of each phase's memory.
 fn self_status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
+    crate::target::status_field("self", field)
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
 
+/// With KERNTAX_DEBUG set, prints how long each phase took.
 struct Phases {
     on: bool,
     last: Instant,
@@ -246,8 +241,8 @@ impl Phases {
             eprintln!(
                 "kerntax: debug: {what}: {:.1} ms; RSS {:.1} MiB, peak {:.1} MiB",
                 self.last.elapsed().as_secs_f64() * 1e3,
-                self_status_kib("VmRSS:") as f64 / 1024.0,
-                self_status_kib("VmHWM:") as f64 / 1024.0,
+                self_status_kib("VmRSS") as f64 / 1024.0,
+                self_status_kib("VmHWM") as f64 / 1024.0,
             );
         }
         self.last = Instant::now();
@@ -418,7 +413,6 @@ fn loss(
     threads_unaccounted: u64,
     bpf_recursion_misses: u64,
     jit: &jit::Gathered,
-    cpu_stacks_unkept: u64,
 ) -> Loss {
     Loss {
         ringbuf_full: kernel.ringbuf_full,
@@ -446,7 +440,8 @@ fn loss(
             + unwinding.ruby.stats.frames_unreadable,
         interpreted_chains_faulted: unwinding.python.stats.samples_fault
             + unwinding.ruby.stats.samples_fault,
-        cpu_stacks_unkept,
+        // The tally's, set by the caller.
+        cpu_stacks_unkept: 0,
         process_maps_forgotten: unwinding.exited_forgotten,
     }
 }
@@ -591,16 +586,18 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
         window.duration_ns,
         opts.cpu_hz,
     );
-    let loss = loss(
-        &kernel.loss,
-        undecodable,
-        &unwinding,
-        analyses.unresolved_frames,
-        threads_unaccounted,
-        programs.iter().map(|p| p.recursion_misses).sum(),
-        &jit,
-        window.tally.cpu_unkept.user + window.tally.cpu_unkept.kernel,
-    );
+    let loss = Loss {
+        cpu_stacks_unkept: window.tally.cpu_unkept.user + window.tally.cpu_unkept.kernel,
+        ..loss(
+            &kernel.loss,
+            undecodable,
+            &unwinding,
+            analyses.unresolved_frames,
+            threads_unaccounted,
+            programs.iter().map(|p| p.recursion_misses).sum(),
+            &jit,
+        )
+    };
     phases.mark("symbolizing");
     let mut timeline = window.probes.timeline(TIMELINE_INTERVAL.as_nanos() as u64);
     timeline::contended(

@@ -64,13 +64,18 @@ fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// The process (thread group) a thread id belongs to.
-fn thread_group_of(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+/// A line's value from /proc/WHO/status (WHO a pid, or `self`), trimmed.
+pub fn status_field(who: impl std::fmt::Display, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{who}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// The process (thread group) a thread id belongs to.
+fn thread_group_of(tid: u32) -> Option<u32> {
+    status_field(tid, "Tgid")?.parse().ok()
 }
 
 /// How a process ended, as a shell reports it.

@@ -362,20 +362,13 @@ impl Unwinding {
     /// A process is gone: its rule cache goes (a late sample builds one).
     fn drop_cache(&mut self, pid: u32) {
         if let Some(c) = self.caches.remove(&pid) {
-            let st = c.stats();
-            self.cache_lookups.0 += st.hit_count;
-            self.cache_lookups.1 += st.total();
+            self.cache_lookups = add_lookups(self.cache_lookups, &c);
         }
     }
 
     /// framehop's rule-cache lookups so far: (hits, all).
     pub fn rule_cache_lookups(&self) -> (u64, u64) {
-        self.caches
-            .values()
-            .map(|c| c.stats())
-            .fold(self.cache_lookups, |(h, t), st| {
-                (h + st.hit_count, t + st.total())
-            })
+        self.caches.values().fold(self.cache_lookups, add_lookups)
     }
 
     /// For a sample of a process that is gone: its last known mappings, or
@@ -427,10 +420,8 @@ impl Unwinding {
             };
         };
         if !self.caches.contains_key(&owner) && self.caches.len() >= MAX_RULE_CACHES {
-            for (_, c) in self.caches.drain() {
-                let st = c.stats();
-                self.cache_lookups.0 += st.hit_count;
-                self.cache_lookups.1 += st.total();
+            for (_, c) in std::mem::take(&mut self.caches) {
+                self.cache_lookups = add_lookups(self.cache_lookups, &c);
             }
         }
         let cache = self.caches.entry(owner).or_default();
@@ -485,6 +476,12 @@ impl Unwinding {
         self.python.new_batch();
         self.ruby.new_batch();
     }
+}
+
+/// `(hits, all)` plus a rule cache's lookups.
+fn add_lookups((hits, all): (u64, u64), cache: &CacheX86_64) -> (u64, u64) {
+    let st = cache.stats();
+    (hits + st.hit_count, all + st.total())
 }
 
 /// Walks the stack of `s` in process `p` (`owner`): its frames, and whether
