@@ -102,6 +102,47 @@ enum Command {
         #[command(flatten)]
         opts: ProfileArgs,
     },
+    /// Watch a process (-p PID) or a command (-- CMD) live: why each thread
+    /// is not running, and the findings that hold over the last window.
+    #[command(after_help = "Keys: q quit, ? help, s sort, t threads/processes, / filter, \
+        p pause, Enter details.\n\
+        When standard output is not a terminal, prints one plain frame per window \
+        (like top -b), or one JSON object per line with --json.\n\n\
+        Examples:\n  \
+        kerntax top -p $(pidof redis-server)\n  \
+        kerntax top -d 2 -- ./server --threads 8\n  \
+        kerntax top -p 4242 -n 5 --json > windows.jsonl")]
+    Top {
+        /// The process to watch, with its threads and children.
+        #[arg(short = 'p', long = "pid", value_name = "PID")]
+        pid: Option<u32>,
+        /// Seconds per window (and between refreshes).
+        #[arg(short = 'd', long = "delay", value_name = "SECS", default_value = "1",
+              value_parser = parse_secs)]
+        delay: Duration,
+        /// Stop after COUNT windows.
+        #[arg(short = 'n', long = "iterations", value_name = "COUNT",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        iterations: Option<u64>,
+        /// One JSON object per window and line, never the full screen.
+        #[arg(long)]
+        json: bool,
+        /// At the end, write the whole run's report as JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        report_json: Option<PathBuf>,
+        /// On-CPU samples per second on each CPU (0: no CPU sampling).
+        #[arg(long, value_name = "HZ", default_value_t = crate::session::DEFAULT_CPU_HZ,
+              value_parser = clap::value_parser!(u64).range(0..=10_000))]
+        sample_hz: u64,
+        /// Do not read the interpreters' own frames at sample time.
+        #[arg(long)]
+        no_interpreter_frames: bool,
+        #[command(flatten)]
+        files: FileArgs,
+        /// The command to start and watch (after `--`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        cmd: Vec<OsString>,
+    },
     /// Run the built-in lab: each scenario's bad and fixed variant, profiled.
     #[command(after_help = "Examples:\n  \
         kerntax demo                       every story, one screen each\n  \
@@ -168,6 +209,7 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
         duration: opts.duration,
         cpu_hz: opts.sample_hz,
         target_stdout: None,
+        target_quiet: None,
         interpreter_frames: !opts.no_interpreter_frames,
     };
     let outcome = session::profile(what, &options, started)?;
@@ -187,6 +229,48 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run { opts, cmd } => profile(What::Run(cmd), opts, started),
         Command::Attach { pid, opts } => profile(What::Attach(pid), opts, started),
+        Command::Top {
+            pid,
+            delay,
+            iterations,
+            json,
+            report_json,
+            sample_hz,
+            no_interpreter_frames,
+            files,
+            cmd,
+        } => {
+            let what = match (pid, cmd.is_empty()) {
+                (Some(pid), true) => What::Attach(pid),
+                (None, false) => What::Run(cmd),
+                (Some(_), false) => {
+                    return Err(crate::error::Exit::new(
+                        2,
+                        "top watches a process (-p PID) or a command (-- CMD), not both",
+                    )
+                    .into());
+                }
+                (None, true) => {
+                    return Err(crate::error::Exit::new(
+                        2,
+                        "top needs a process (-p PID) or a command (-- CMD)",
+                    )
+                    .into());
+                }
+            };
+            crate::top::run::top(
+                crate::top::run::TopOptions {
+                    what,
+                    delay,
+                    iterations,
+                    json,
+                    cpu_hz: sample_hz,
+                    interpreter_frames: !no_interpreter_frames,
+                    outputs: files.outputs(report_json),
+                },
+                started,
+            )
+        }
         Command::Demo { list: true, .. } => {
             print!("{}", crate::demo::list());
             Ok(0)

@@ -24,3 +24,4 @@ pub mod spans;
 pub mod stacks;
 pub mod tally;
 pub mod target;
+pub mod top;

@@ -77,6 +77,8 @@ pub struct ThreadCounters {
     pub start_ns: u64,
     /// sched_yield calls since tracked.
     pub yields: u64,
+    /// Syscalls entered since tracked.
+    pub syscalls: u64,
 }
 
 impl ThreadCounters {

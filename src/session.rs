@@ -25,7 +25,7 @@ use crate::preflight;
 use crate::report::build::{Inputs, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
 use crate::stacks::jit;
-use crate::stacks::kallsyms::Kallsyms;
+use crate::stacks::kallsyms::{Kallsyms, LazyKallsyms};
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
 use crate::target::{ExitStatus, Target};
@@ -43,6 +43,9 @@ pub struct Options {
     /// Where a `run` command's standard output goes (an open fd, kept open
     /// by the caller until the run ends); None: kerntax's own.
     pub target_stdout: Option<std::os::fd::RawFd>,
+    /// An fd a `run` command gets as its standard input and error too
+    /// (`kerntax top` owns the terminal); None: kerntax's own.
+    pub target_quiet: Option<std::os::fd::RawFd>,
     /// Read interpreters' own frames at sample time (CPython, CRuby): on
     /// unless asked not to (`--no-interpreter-frames`), e.g. to compare
     /// its cost.
@@ -58,6 +61,7 @@ impl Default for Options {
             duration: None,
             cpu_hz: DEFAULT_CPU_HZ,
             target_stdout: None,
+            target_quiet: None,
             interpreter_frames: true,
         }
     }
@@ -126,7 +130,12 @@ fn wait_readable(fds: &[i32], timeout: Option<Duration>) {
     unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
 }
 
-fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally) {
+fn handle(
+    events: Vec<Event>,
+    unwinding: &mut Unwinding,
+    tally: &mut SampleTally,
+    window: Option<&mut SampleTally>,
+) {
     let mut out = Vec::new();
     unwinding.new_batch();
     for ev in events {
@@ -137,7 +146,50 @@ fn handle(events: Vec<Event>, unwinding: &mut Unwinding, tally: &mut SampleTally
             Event::ExitMaps { pid, maps, .. } => unwinding.on_exit_maps(pid, &maps, &mut out),
         }
     }
+    if let Some(w) = window {
+        w.add(out.clone());
+    }
     tally.add(out);
+}
+
+/// A live view of a session (`kerntax top`): woken with the event loop,
+/// it reads windows of the run as it goes.
+pub trait Watcher {
+    /// Fds that should wake the loop (a terminal's input).
+    fn fds(&self) -> Vec<i32>;
+    /// When it next wants `tick` at the latest.
+    fn next_due(&self) -> Instant;
+    /// Called after each wake-up of the loop; false stops profiling.
+    fn tick(&mut self, live: &mut Live<'_, '_>) -> Result<bool>;
+    /// The profiling ended for `why` (not by `tick`); a view may show it
+    /// before the session reports.
+    fn ended(&mut self, why: EndReason, live: &mut Live<'_, '_>) -> Result<()>;
+}
+
+/// What a watcher may read of the running session.
+pub struct Live<'a, 'obj> {
+    pub collector: &'a mut Collector<'obj>,
+    pub unwinding: &'a mut Unwinding,
+    /// Samples since the watcher last took them (`take_window`).
+    window: &'a mut SampleTally,
+    pub kallsyms: &'a mut LazyKallsyms,
+    /// When the session's window began.
+    pub t0: Instant,
+    pub target_pid: u32,
+    /// CPUs the target may use.
+    pub cpus: u32,
+}
+
+impl Live<'_, '_> {
+    /// The samples since the last call, for a window that starts now
+    /// (`start_mono_ns`: CLOCK_MONOTONIC at its start).
+    pub fn take_window(&mut self) -> SampleTally {
+        let next = SampleTally {
+            start_mono_ns: monotonic_ns(),
+            ..Default::default()
+        };
+        std::mem::replace(self.window, next)
+    }
 }
 
 /// Hands the CPython processes found since the last call to the BPF frame
@@ -313,13 +365,17 @@ impl Start {
 /// or a signal arrives, probing the totals for the timeline meanwhile.
 ///
 /// `start` is the window's first probe, taken before the target ran.
+#[allow(clippy::too_many_arguments)]
 fn watch(
-    collector: &Collector<'_>,
+    collector: &mut Collector<'_>,
     target: &Target,
     signals: &mut Signals,
     duration: Option<Duration>,
     unwinding: &mut Unwinding,
     start: Start,
+    kallsyms: &mut LazyKallsyms,
+    cpus: u32,
+    mut watcher: Option<&mut dyn Watcher>,
 ) -> Result<Window> {
     let Start {
         t0,
@@ -330,16 +386,28 @@ fn watch(
         start_mono_ns,
         ..Default::default()
     };
-    let fds = [collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
+    let mut fds = vec![collector.epoll_fd(), target.pidfd(), signals.rx.as_raw_fd()];
+    if let Some(w) = &watcher {
+        fds.extend(w.fds());
+    }
+    let mut window = SampleTally {
+        start_mono_ns,
+        ..Default::default()
+    };
     let mut reaped = None;
     let mut probes = timeline::Probes::default();
     probes.push(first);
     let mut next_probe = t0 + TIMELINE_INTERVAL;
     let end_reason = loop {
         let remaining = duration.map(|d| d.saturating_sub(t0.elapsed()));
-        let to_probe = next_probe.saturating_duration_since(Instant::now());
-        wait_readable(&fds, Some(remaining.map_or(to_probe, |r| r.min(to_probe))));
-        handle(collector.drain()?, unwinding, &mut tally);
+        let now = Instant::now();
+        let mut wait = next_probe.saturating_duration_since(now);
+        if let Some(w) = &watcher {
+            wait = wait.min(w.next_due().saturating_duration_since(now));
+        }
+        wait_readable(&fds, Some(remaining.map_or(wait, |r| r.min(wait))));
+        let windowed = watcher.is_some().then_some(&mut window);
+        handle(collector.drain()?, unwinding, &mut tally, windowed);
         register_pythons(collector, unwinding);
         if Instant::now() >= next_probe {
             probes.push(probe(collector, t0)?);
@@ -347,6 +415,20 @@ fn watch(
         }
         if signals.take() {
             break EndReason::Interrupted;
+        }
+        if let Some(w) = watcher.as_deref_mut() {
+            let mut live = Live {
+                collector,
+                unwinding,
+                window: &mut window,
+                kallsyms,
+                t0,
+                target_pid: target.pid,
+                cpus,
+            };
+            if !w.tick(&mut live)? {
+                break EndReason::Interrupted;
+            }
         }
         if target.is_child {
             reaped = target.try_reap();
@@ -360,6 +442,20 @@ fn watch(
             break EndReason::Duration;
         }
     };
+    if let Some(w) = watcher
+        && end_reason != EndReason::Interrupted
+    {
+        let mut live = Live {
+            collector,
+            unwinding,
+            window: &mut window,
+            kallsyms,
+            t0,
+            target_pid: target.pid,
+            cpus,
+        };
+        w.ended(end_reason, &mut live)?;
+    }
     probes.push(probe(collector, t0)?);
     let duration_ns = t0.elapsed().as_nanos() as u64;
     Ok(Window {
@@ -405,7 +501,7 @@ fn exit_status(
     })
 }
 
-fn loss(
+pub(crate) fn loss(
     kernel: &KernelLoss,
     undecodable: u64,
     unwinding: &Unwinding,
@@ -457,6 +553,16 @@ fn run_env() -> Vec<(OsString, OsString)> {
 }
 
 pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> {
+    profile_watched(what, opts, started, None)
+}
+
+/// `profile`, with a live view woken along the way.
+pub fn profile_watched(
+    what: What,
+    opts: &Options,
+    started: Instant,
+    watcher: Option<&mut dyn Watcher>,
+) -> Result<Outcome> {
     let mut phases = Phases {
         on: std::env::var_os("KERNTAX_DEBUG").is_some(),
         last: started,
@@ -479,7 +585,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
             (
                 Mode::Run,
                 Some(cmd),
-                Target::spawn_stopped(argv, opts.target_stdout, &run_env())?,
+                Target::spawn_stopped(argv, opts.target_stdout, opts.target_quiet, &run_env())?,
             )
         }
         What::Attach(pid) => (Mode::Attach, None, Target::attach(*pid)?),
@@ -512,12 +618,13 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let attach_ns = started.elapsed().as_nanos() as u64;
     phases.mark("start-up until the target runs");
     // Only CPU samples carry kernel stacks.
-    let kallsyms = if opts.cpu_hz > 0 {
+    let mut kallsyms = LazyKallsyms::Loading(if opts.cpu_hz > 0 {
         Kallsyms::load_in_background()
     } else {
         std::thread::spawn(Kallsyms::default)
-    };
-    if !target.is_child {
+    });
+    // A live view shows what it watches itself.
+    if !target.is_child && watcher.is_none() {
         eprintln!(
             "kerntax: profiling pid {} and its threads and children; Ctrl-C to stop",
             target.pid
@@ -526,21 +633,27 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
 
     let cpu_at_start_ns = self_cpu_ns();
     let mut window = watch(
-        &collector,
+        &mut collector,
         &target,
         &mut signals,
         opts.duration,
         &mut unwinding,
         start,
+        &mut kallsyms,
+        cpus,
+        watcher,
     )?;
     phases.mark("profiling");
+    // The report names its stacks afresh (a live view's cache of names
+    // would leave its unresolved frames uncounted).
+    unwinding.names_cache = None;
     let last_events = collector.stop()?;
     // The live threads' final counters at once: their switches go on after
     // the programs are detached, and the sleeps they stand for are no
     // longer counted, so unwinding the ring's last samples first (tens of
     // ms on a busy machine) made their sleeps fall short of their switches.
     let live = collector.snapshot()?;
-    handle(last_events, &mut unwinding, &mut window.tally);
+    handle(last_events, &mut unwinding, &mut window.tally, None);
     let window_cpu_ns = self_cpu_ns().saturating_sub(cpu_at_start_ns);
     let programs = collector.program_costs();
     let mut rest = Vec::new();
@@ -577,10 +690,7 @@ pub fn profile(what: What, opts: &Options, started: Instant) -> Result<Outcome> 
     let analyses = analyze::run(
         &kernel,
         &window.tally,
-        &kallsyms
-            .join()
-            .unwrap_or_default()
-            .name_stacks(&kernel_stacks),
+        &kallsyms.get().name_stacks(&kernel_stacks),
         &mut unwinding,
         &threads,
         window.duration_ns,

@@ -117,6 +117,7 @@ impl Target {
     pub fn spawn_stopped(
         argv: &[OsString],
         stdout: Option<RawFd>,
+        quiet: Option<RawFd>,
         env: &[(OsString, OsString)],
     ) -> Result<Target> {
         let name = argv[0].to_string_lossy().into_owned();
@@ -169,6 +170,11 @@ impl Target {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
                 if let Some(fd) = stdout
                     && libc::dup2(fd, 1) < 0
+                {
+                    libc::_exit(126);
+                }
+                if let Some(fd) = quiet
+                    && (libc::dup2(fd, 0) < 0 || libc::dup2(fd, 2) < 0)
                 {
                     libc::_exit(126);
                 }

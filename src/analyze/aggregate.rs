@@ -33,6 +33,8 @@ pub struct ThreadUsage {
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
     pub yields: u64,
+    /// Syscalls entered.
+    pub syscalls: u64,
     pub exited: bool,
     pub exit_code: i32,
 }
@@ -75,6 +77,7 @@ pub fn thread_usage(
                     .involuntary_switches
                     .saturating_sub(begin.involuntary_switches),
                 yields: end.yields.saturating_sub(begin.yields),
+                syscalls: end.syscalls.saturating_sub(begin.syscalls),
                 exited: end.exited,
                 exit_code: end.exit_code,
             }

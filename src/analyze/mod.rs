@@ -79,7 +79,8 @@ pub fn run(
         .iter()
         .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
         .collect();
-    let symbols = Symbols::resolve(
+    let symbols = Symbols::resolve_cached(
+        unwinding.names_cache.as_mut(),
         &unwinding.modules,
         &unwinding.jit_maps,
         &unwinding.python,

@@ -334,6 +334,7 @@ mod tests {
             voluntary_switches: 0,
             involuntary_switches: 0,
             yields,
+            syscalls: 0,
             exited: true,
             exit_code: 0,
         }

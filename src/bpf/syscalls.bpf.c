@@ -466,6 +466,7 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 	if (tot)
 		__sync_fetch_and_add(&tot->syscalls, 1);
 	t->nr = nr;
+	t->syscalls++;
 	t->lock_op = KT_LOCK_OP_NONE;
 	t->early_wake_ns = 0;
 	/* read, write, pread64, pwrite64, sendto, recvfrom: length in rdx. */
@@ -700,6 +701,7 @@ static __always_inline void fill_record(struct kt_thread_record *r, struct task_
 	r->involuntary_switches = BPF_CORE_READ(task, nivcsw);
 	r->start_ns = BPF_CORE_READ(task, start_time);
 	r->yields = t ? t->yields : 0;
+	r->syscalls = t ? t->syscalls : 0;
 }
 
 /*

@@ -92,6 +92,7 @@ struct kt_task {
 	__u64 last_wake_ns;      /* when the last sleep was ended by a wake-up ... */
 	struct kt_waker_ref last_waker; /* ... and by whom */
 	__u64 yields;            /* sched_yield calls */
+	__u64 syscalls;          /* syscalls entered since tracked (kerntax top's rows) */
 	/* Off-CPU time and wake-ups not yet added to kt_offcpu / kt_wakeups
 	 * (sched.bpf.h: added when the key changes, at exit and by the final
 	 * snapshot). */
@@ -281,6 +282,7 @@ struct kt_thread_record {
 	__u64 involuntary_switches;
 	__u64 start_ns;    /* task start, boot-based: tells a reused tid apart */
 	__u64 yields;      /* sched_yield calls since tracked */
+	__u64 syscalls;    /* syscalls entered since tracked */
 };
 
 #endif

@@ -218,6 +218,24 @@ impl<'obj> Collector<'obj> {
         Ok(bytes.chunks_exact(record).map(thread_counters).collect())
     }
 
+    /// Like `snapshot`, and moves what each live thread keeps pending (its
+    /// off-CPU time and wake-ups since the key it counts them under last
+    /// changed) into the maps, for a live view's window. While the programs
+    /// run, a switch of that thread on another CPU may race the move and
+    /// lose or double one interval: a live window can be that inexact; the
+    /// end of a run flushes after the programs are detached, exactly.
+    pub fn snapshot_flushing(&mut self) -> Result<Vec<ThreadCounters>> {
+        let set = |c: &mut Self, on: u32| {
+            if let Some(bss) = c.skel.maps.bss_data.as_deref_mut() {
+                bss.kt_flush_pending = on;
+            }
+        };
+        set(self, 1);
+        let out = self.snapshot();
+        set(self, 0);
+        out
+    }
+
     /// The target's running totals now, summed over CPUs.
     pub fn totals(&self) -> Result<Totals> {
         let per_cpu = self
@@ -651,5 +669,6 @@ fn thread_counters(bytes: &[u8]) -> ThreadCounters {
         involuntary_switches: r.involuntary_switches,
         start_ns: r.start_ns,
         yields: r.yields,
+        syscalls: r.syscalls,
     }
 }

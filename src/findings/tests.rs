@@ -886,6 +886,7 @@ fn working(r: &mut Report, tids: &[u32], cpu_share: f64) {
             voluntary_switches: 0,
             involuntary_switches: 0,
             yields: 0,
+            syscalls: 0,
             exited: false,
         });
     }
@@ -1027,6 +1028,7 @@ fn wait_bottleneck_thresholds() {
             voluntary_switches: 0,
             involuntary_switches: 0,
             yields: 0,
+            syscalls: 0,
             exited: false,
         });
         r

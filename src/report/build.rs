@@ -236,6 +236,7 @@ pub fn build(inp: Inputs) -> Report {
             voluntary_switches: t.voluntary_switches,
             involuntary_switches: t.involuntary_switches,
             yields: t.yields,
+            syscalls: t.syscalls,
             exited: t.exited,
         })
         .collect();
@@ -283,6 +284,7 @@ pub(crate) mod tests {
     fn usage(pid: u32, tid: u32, user: u64, sys: u64, exited: bool, exit_code: i32) -> ThreadUsage {
         ThreadUsage {
             yields: 0,
+            syscalls: 0,
             tid,
             pid,
             ppid: 1,

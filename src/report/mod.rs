@@ -235,6 +235,9 @@ pub struct ThreadReport {
     pub involuntary_switches: u64,
     /// sched_yield calls.
     pub yields: u64,
+    /// Syscalls entered (0 in reports older than `kerntax top`).
+    #[serde(default)]
+    pub syscalls: u64,
     pub exited: bool,
 }
 

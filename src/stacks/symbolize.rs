@@ -14,6 +14,9 @@ use crate::interp::python::frames::Pythons;
 use crate::interp::ruby::frames::Rubies;
 use crate::model::FrameLoc;
 
+/// Names of frames in files, kept across a live view's windows.
+pub type NameCache = HashMap<FrameLoc, Vec<String>>;
+
 /// Symbolized frames: each location becomes one or more strings (inlined
 /// functions first), innermost first.
 #[derive(Default)]
@@ -120,12 +123,31 @@ impl Symbols {
         ruby: &Rubies,
         locs: impl IntoIterator<Item = &'a FrameLoc>,
     ) -> Symbols {
+        Symbols::resolve_cached(None, modules, jit_maps, python, ruby, locs)
+    }
+
+    /// `resolve`, taking the names of frames in files from `cache` and
+    /// keeping there the ones it resolves: a live view names each window's
+    /// stacks, mostly the same frames, once a second (`kerntax top`).
+    pub fn resolve_cached<'a>(
+        mut cache: Option<&mut NameCache>,
+        modules: &ModuleTable,
+        jit_maps: &JitMaps,
+        python: &Pythons,
+        ruby: &Rubies,
+        locs: impl IntoIterator<Item = &'a FrameLoc>,
+    ) -> Symbols {
         let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut out = Symbols::default();
         for loc in locs {
             match loc {
                 FrameLoc::InModule { module, svma } => {
-                    by_module.entry(*module).or_default().push(*svma)
+                    match cache.as_deref().and_then(|c| c.get(loc)) {
+                        Some(names) => {
+                            out.names.insert(loc.clone(), names.clone());
+                        }
+                        None => by_module.entry(*module).or_default().push(*svma),
+                    }
                 }
                 FrameLoc::Unmapped { addr, mapping } => {
                     let s = match mapping {
@@ -218,6 +240,9 @@ impl Symbols {
                         vec![format!("{}+{svma:#x}", file_name(path))]
                     }
                 };
+                if let Some(c) = cache.as_deref_mut() {
+                    c.insert(FrameLoc::InModule { module, svma }, names.clone());
+                }
                 out.names.insert(FrameLoc::InModule { module, svma }, names);
             }
         }

@@ -110,6 +110,9 @@ pub struct Unwinding {
     pub python: crate::interp::python::frames::Pythons,
     /// CRuby processes: the same.
     pub ruby: crate::interp::ruby::frames::Rubies,
+    /// Names of frames in files kept from one window of a live view to the
+    /// next (None: a run names its stacks once, at its end).
+    pub names_cache: Option<super::symbolize::NameCache>,
     /// Processes whose memory map was read again in this batch of samples.
     reread: HashSet<u32>,
     pub stats: UnwindStats,

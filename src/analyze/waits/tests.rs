@@ -151,6 +151,7 @@ fn thread(tid: u32, cpu_ns: u64) -> ThreadUsage {
         voluntary_switches: 0,
         involuntary_switches: 0,
         yields: 0,
+        syscalls: 0,
         exited: false,
         exit_code: 0,
     }
