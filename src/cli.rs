@@ -169,6 +169,7 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
         cpu_hz: opts.sample_hz,
         target_stdout: None,
         interpreter_frames: !opts.no_interpreter_frames,
+        sched_trace: false,
     };
     let outcome = session::profile(what, &options, started)?;
     // Like strace -c and perf stat: the report goes to stderr, leaving the
