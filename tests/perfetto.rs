@@ -26,7 +26,10 @@ fn perfetto_python() -> Option<PathBuf> {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/perfetto-venv/bin/python")
         });
     let ok = Command::new(&python)
-        .args(["-c", "import perfetto.protos.perfetto.trace.perfetto_trace_pb2"])
+        .args([
+            "-c",
+            "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+        ])
         .output()
         .is_ok_and(|o| o.status.success());
     if ok {
@@ -117,7 +120,10 @@ fn issue_22_the_icinga_lock_story_reads_back_with_perfettos_schema() {
     // Every lock wait that slept is a slice; the releaser's wake-ups of
     // the woken thread are at least the ones the report counted.
     assert!(figure("lock_slice_threads") >= 2, "{stdout}");
-    assert!(figure("wakings_by_releasers") >= release.count, "{stdout}: {release:?}");
+    assert!(
+        figure("wakings_by_releasers") >= release.count,
+        "{stdout}: {release:?}"
+    );
     assert!(figure("flows") >= release.count, "{stdout}");
     eprintln!(
         "trace {} bytes; {stdout}",
