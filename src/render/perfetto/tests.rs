@@ -309,3 +309,71 @@ fn syscalls_per_second_and_storms_come_from_the_report_timeline() {
         ]
     );
 }
+
+/// Records in any order and combination (switch-ins never switched out,
+/// wake-ups of running threads, exits twice, other programs' tasks on
+/// every side, equal times): the trace still keeps every invariant.
+#[test]
+fn arbitrary_records_never_break_an_invariant() {
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    for round in 0..20 {
+        let tasks: Vec<Task> = (0..6)
+            .map(|i| task(if i < 4 { 100 } else { 500 + i }, 100 + i, "t"))
+            .collect();
+        let mut records = Vec::new();
+        for _ in 0..400 {
+            let ts_ns = next(2_000) * 1_000;
+            let cpu = next(3) as u32;
+            let (a, b) = (tasks[next(6) as usize], tasks[next(6) as usize]);
+            let tracked = |t: Task| t.pid == 100;
+            let left = match next(4) {
+                0 => Left::Preempted,
+                1 => Left::Other,
+                2 => Left::Syscall { nr: 7, lock: None },
+                _ => Left::Syscall {
+                    nr: 202,
+                    lock: Some(LOCK),
+                },
+            };
+            let kind = match next(6) {
+                0 | 1 => Kind::Switch {
+                    prev: a,
+                    next: b,
+                    prev_state: [0, 1, 2, 0x10, 0x100][next(5) as usize],
+                    left: tracked(a).then_some(left),
+                    next_tracked: tracked(b),
+                },
+                2 | 3 => Kind::Waking {
+                    woken: a,
+                    waker: b,
+                    in_timer: next(4) == 0,
+                    waker_tracked: tracked(b),
+                    target_cpu: cpu as i32,
+                },
+                4 => Kind::Exit { task: a },
+                _ => Kind::WakeupNew {
+                    task: a,
+                    waker: b,
+                    target_cpu: 0,
+                },
+            };
+            records.push(Record { ts_ns, cpu, kind });
+        }
+        let trace = SchedTrace {
+            records,
+            end_mono_ns: if round % 2 == 0 { 0 } else { 3_000_000 },
+            kernel_release: "6.18.0".into(),
+            lock_names: vec![(LOCK, LOCK_NAME.into())],
+            ..Default::default()
+        };
+        let (seen, written) = rendered(&trace);
+        assert_eq!(written.records, 400);
+        assert_eq!(seen.flows as u64, written.flows);
+    }
+}
