@@ -17,6 +17,19 @@ kerntax_install ruby3.1
 if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
     kerntax_install golang-go
 fi
+# tests/perfetto.rs reads --perfetto traces with Perfetto's own schema: PyPI
+# `perfetto` (pure Python; it brings protobuf) in a venv of Debian's Python,
+# made once and kept in target/.
+kerntax_install python3.11-venv
+perfetto_venv=$PWD/target/perfetto-venv
+if ! "$perfetto_venv/bin/python" -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null; then
+    echo "kerntax setup: making $perfetto_venv (pip install perfetto)" >&2
+    rm -rf "$perfetto_venv"
+    /usr/bin/python3.11 -m venv "$perfetto_venv"
+    "$perfetto_venv/bin/pip" install -q perfetto==0.59.1 ||
+        echo "kerntax setup: could not install perfetto; tests/perfetto.rs will say so" >&2
+fi
+export KERNTAX_PERFETTO_PYTHON=$perfetto_venv/bin/python
 cargo build --release --quiet
 # One test at a time: the tests that check no BPF program is left behind
 # must not see another test's kerntax.

@@ -45,6 +45,11 @@ struct ProfileArgs {
     /// at a lower cost per sample.
     #[arg(long, alias = "no-python-frames")]
     no_interpreter_frames: bool,
+    /// Also write a Perfetto trace to FILE (open it in ui.perfetto.dev):
+    /// the target's threads' scheduling, with kerntax's reasons for each
+    /// wait as slices. Streams a record per switch and wake-up.
+    #[arg(long, value_name = "FILE")]
+    perfetto: Option<PathBuf>,
     #[command(flatten)]
     files: FileArgs,
 }
@@ -211,6 +216,7 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
         target_stdout: None,
         target_quiet: None,
         interpreter_frames: !opts.no_interpreter_frames,
+        sched_trace: opts.perfetto.is_some(),
     };
     let outcome = session::profile(what, &options, started)?;
     // Like strace -c and perf stat: the report goes to stderr, leaving the
@@ -219,9 +225,20 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
     let stderr = std::io::stderr();
     let report = text::render(&outcome.report, stderr.is_terminal());
     eprint!("{}", text::for_terminal(report, &stderr));
-    opts.files
-        .outputs(opts.json.clone())
-        .write(&outcome.report)?;
+    let written = opts.files.outputs(opts.json.clone()).write(&outcome.report);
+    // The trace after the report files: a bad path for one does not stop
+    // the others, and each failure is one `kerntax:` line.
+    let traced = match (&opts.perfetto, &outcome.sched_trace) {
+        (Some(path), Some(trace)) => crate::render::perfetto::write(&outcome.report, trace, path)
+            .map(|w| {
+                if std::env::var_os("KERNTAX_DEBUG").is_some() {
+                    eprintln!("kerntax: debug: perfetto trace: {w:?}");
+                }
+            }),
+        _ => Ok(()),
+    };
+    written?;
+    traced?;
     Ok(outcome.exit_code)
 }
 

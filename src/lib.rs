@@ -19,6 +19,7 @@ pub mod names;
 pub mod preflight;
 pub mod render;
 pub mod report;
+pub mod sched_trace;
 pub mod session;
 pub mod spans;
 pub mod stacks;

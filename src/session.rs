@@ -24,6 +24,7 @@ use crate::model::{KernelCounters, KernelLoss, ThreadCounters};
 use crate::preflight;
 use crate::report::build::{Inputs, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
+use crate::sched_trace::SchedTrace;
 use crate::stacks::jit;
 use crate::stacks::kallsyms::{Kallsyms, LazyKallsyms};
 use crate::stacks::unwind::Unwinding;
@@ -50,6 +51,9 @@ pub struct Options {
     /// unless asked not to (`--no-interpreter-frames`), e.g. to compare
     /// its cost.
     pub interpreter_frames: bool,
+    /// Stream a record per scheduling event of the target's threads, for
+    /// `--perfetto` (off: the BPF programs skip it as dead code).
+    pub sched_trace: bool,
 }
 
 /// The default on-CPU sampling rate: off the beat of 100 Hz timers.
@@ -63,12 +67,15 @@ impl Default for Options {
             target_stdout: None,
             target_quiet: None,
             interpreter_frames: true,
+            sched_trace: false,
         }
     }
 }
 
 pub struct Outcome {
     pub report: Report,
+    /// The scheduling records, with `Options::sched_trace`.
+    pub sched_trace: Option<SchedTrace>,
     /// The command's shell-style status for `run`; 0 for `attach`.
     pub exit_code: i32,
 }
@@ -326,6 +333,8 @@ struct Window {
     /// The window's start on CLOCK_MONOTONIC (the clock of BPF's
     /// timestamps), ns.
     start_mono_ns: u64,
+    /// `--perfetto`'s records (None without it).
+    sched_trace: Option<SchedTrace>,
 }
 
 /// How often the timeline probes the target's totals.
@@ -376,6 +385,7 @@ fn watch(
     kallsyms: &mut LazyKallsyms,
     cpus: u32,
     mut watcher: Option<&mut dyn Watcher>,
+    tracing: bool,
 ) -> Result<Window> {
     let Start {
         t0,
@@ -397,6 +407,10 @@ fn watch(
     let mut reaped = None;
     let mut probes = timeline::Probes::default();
     probes.push(first);
+    let mut sched_trace = tracing.then(|| SchedTrace {
+        start_mono_ns,
+        ..Default::default()
+    });
     let mut next_probe = t0 + TIMELINE_INTERVAL;
     let end_reason = loop {
         let remaining = duration.map(|d| d.saturating_sub(t0.elapsed()));
@@ -408,6 +422,9 @@ fn watch(
         wait_readable(&fds, Some(remaining.map_or(wait, |r| r.min(wait))));
         let windowed = watcher.is_some().then_some(&mut window);
         handle(collector.drain()?, unwinding, &mut tally, windowed);
+        if let Some(t) = &mut sched_trace {
+            t.add(collector.take_trace());
+        }
         register_pythons(collector, unwinding);
         if Instant::now() >= next_probe {
             probes.push(probe(collector, t0)?);
@@ -465,18 +482,38 @@ fn watch(
         tally,
         probes,
         start_mono_ns,
+        sched_trace,
     })
 }
 
 /// CLOCK_MONOTONIC now, ns: bpf_ktime_get_ns's clock.
 fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The trace with the clocks its writer needs: BOOTTIME's lead over
+/// MONOTONIC (traces are on BOOTTIME), and the wall clock at its start.
+fn clocks(t: SchedTrace) -> SchedTrace {
+    let mono = monotonic_ns();
+    let (boot, real) = (
+        clock_ns(libc::CLOCK_BOOTTIME),
+        clock_ns(libc::CLOCK_REALTIME),
+    );
+    SchedTrace {
+        boottime_offset_ns: boot.saturating_sub(mono),
+        start_realtime_ns: real.saturating_sub(mono.saturating_sub(t.start_mono_ns)),
+        ..t
+    }
 }
 
 /// How the target ended: a command is reaped (after being told to stop if
@@ -536,6 +573,9 @@ pub(crate) fn loss(
             + unwinding.ruby.stats.frames_unreadable,
         interpreted_chains_faulted: unwinding.python.stats.samples_fault
             + unwinding.ruby.stats.samples_fault,
+        trace_ringbuf_full: kernel.trace_ringbuf_full,
+        // The trace's, set by the caller.
+        trace_records_unkept: 0,
         // The tally's, set by the caller.
         cpu_stacks_unkept: 0,
         process_maps_forgotten: unwinding.exited_forgotten,
@@ -572,8 +612,8 @@ pub fn profile_watched(
     let mut signals = Signals::new()?;
     phases.mark("preflight");
     let mut storage = MaybeUninit::uninit();
-    let mut collector =
-        Collector::load(&mut storage, opts.cpu_hz).map_err(preflight::explain_load_failure)?;
+    let mut collector = Collector::load(&mut storage, opts.cpu_hz, opts.sched_trace)
+        .map_err(preflight::explain_load_failure)?;
     phases.mark("loading and attaching the BPF programs");
 
     let (mode, command, mut target) = match &what {
@@ -642,12 +682,17 @@ pub fn profile_watched(
         &mut kallsyms,
         cpus,
         watcher,
+        opts.sched_trace,
     )?;
     phases.mark("profiling");
     // The report names its stacks afresh (a live view's cache of names
     // would leave its unresolved frames uncounted).
     unwinding.names_cache = None;
     let last_events = collector.stop()?;
+    if let Some(t) = &mut window.sched_trace {
+        t.add(collector.take_trace());
+        t.end_mono_ns = monotonic_ns();
+    }
     // The live threads' final counters at once: their switches go on after
     // the programs are detached, and the sleeps they stand for are no
     // longer counted, so unwinding the ring's last samples first (tens of
@@ -696,8 +741,14 @@ pub fn profile_watched(
         window.duration_ns,
         opts.cpu_hz,
     );
+    let lock_names: Vec<_> = analyses
+        .lock_names
+        .iter()
+        .map(|(k, n)| (*k, n.clone()))
+        .collect();
     let loss = Loss {
         cpu_stacks_unkept: window.tally.cpu_unkept.user + window.tally.cpu_unkept.kernel,
+        trace_records_unkept: window.sched_trace.as_ref().map_or(0, |t| t.unkept),
         ..loss(
             &kernel.loss,
             undecodable,
@@ -762,7 +813,17 @@ pub fn profile_watched(
         (Mode::Run, Some(code)) => code,
         _ => 0,
     };
-    Ok(Outcome { report, exit_code })
+    let sched_trace = window.sched_trace.map(|t| SchedTrace {
+        lock_names,
+        kernel_release: report.profiler.kernel.clone(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        ..clocks(t)
+    });
+    Ok(Outcome {
+        report,
+        sched_trace,
+        exit_code,
+    })
 }
 
 /// The CPUs a process may run on (its affinity), or all online CPUs if

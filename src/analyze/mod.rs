@@ -47,6 +47,9 @@ pub struct Analyses {
     /// The contended wait sites' sleeps in time (see `timeline::contended`).
     pub contended_spans: Vec<(u64, u64, f64)>,
     pub unresolved_frames: u64,
+    /// Each lock key's name in the report (`LockReport::display_name`):
+    /// what `--perfetto` calls the lock a sleep waits on.
+    pub lock_names: HashMap<LockKey, String>,
 }
 
 /// The runtime lock most of a site's waiting is (its stacks by time).
@@ -272,6 +275,7 @@ pub fn run(
             duration_ns,
         ),
         locks: locks.reports,
+        lock_names: locks.names,
         offcpu: sched::offcpu(
             &kernel.offcpu,
             &off_sites,

@@ -196,18 +196,30 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	struct kt_task *t = bpf_task_storage_get(&kt_tasks, prev, 0, 0);
+	struct kt_task *tp = bpf_task_storage_get(&kt_tasks, prev, 0, 0), *t;
 	__u64 now = 0;
 
-	if (t) {
+	if (tp) {
 		now = bpf_ktime_get_ns();
-		switched_out(t, prev, now, prev_state);
+		switched_out(tp, prev, now, prev_state);
 	}
 	t = bpf_task_storage_get(&kt_tasks, next, 0, 0);
 	if (t && t->off_since_ns) {
 		if (!now)
 			now = bpf_ktime_get_ns();
 		switched_in(t, next, now);
+	}
+	/* --perfetto only (dead code otherwise: trace.bpf.h). Flags, not
+	 * `tp || t`: clang ORs the two pointers, which the verifier refuses. */
+	if (kt_cfg_trace) {
+		__u32 sides = tp ? 1 : 0;
+
+		barrier_var(sides);
+		if (t)
+			sides |= 2;
+		if (sides)
+			trace_switch(preempt, prev, next, prev_state, tp, sides & 2,
+				     now ? now : bpf_ktime_get_ns());
 	}
 	return 0;
 }
@@ -318,7 +330,15 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 	struct kt_wakeup_key *w;
 	__u64 pid_tgid, now;
 
-	if (!t || t->woken_ns)
+	if (!t)
+		return 0;
+	/* --perfetto only: every wake-up of a target thread, its waker the
+	 * task running (or a timer's expiry that interrupted it). */
+	if (kt_cfg_trace) {
+		now = bpf_ktime_get_ns();
+		trace_waking(p, now, in_timer(now));
+	}
+	if (t->woken_ns)
 		return 0;
 	if (t->off_since_ns ? t->off_reason == KT_OFF_PREEMPTED : t->early_wake_ns != 0)
 		return 0;

@@ -385,6 +385,7 @@ static __always_inline __u32 next_gap(__u64 seen)
 
 #include "locks.bpf.h"
 #include "polls.bpf.h"
+#include "trace.bpf.h"
 #include "sched.bpf.h"
 #include "cpu.bpf.h"
 
@@ -662,6 +663,8 @@ int BPF_PROG(kt_fork, struct task_struct *parent, struct task_struct *child)
 			count_loss(task_storage_failed);
 		}
 	}
+	if (kt_cfg_trace)
+		trace_life(KT_TR_NEW, child, parent);
 	if (ctgid != ptgid) {
 		struct kt_proc_event *ev = proc_event(KT_EV_FORK, child, ptgid);
 
@@ -786,6 +789,8 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 		bpf_map_delete_elem(&kt_tgids, &tgid);
 		emit_exit_maps(p);
 	}
+	if (kt_cfg_trace)
+		trace_life(KT_TR_EXIT, p, 0);
 	flush_pending(t, p->tgid, p->pid);
 	fill_record(&r, p, t);
 	r.exited = 1;

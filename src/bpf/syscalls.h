@@ -14,6 +14,7 @@
 #include "polls.h"
 #include "sched.h"
 #include "python.h"
+#include "trace.h"
 
 /* Syscall numbers above this are counted as loss (x86_64 has ~470). */
 #define KT_MAX_SYSCALLS 512
@@ -130,6 +131,7 @@ struct kt_kernel_loss {
 	__u64 poll_map_full;         /* a poll-family call with no room */
 	__u64 kernel_stack_lost;     /* a CPU sample's kernel stack: not walked or no room */
 	__u64 switch_in_unseen;      /* a thread back on a CPU with no sched_switch for it */
+	__u64 trace_ringbuf_full;    /* --perfetto records lost: their ring buffer full */
 };
 
 /* Event kinds (kt_event_header.kind); build.rs hands these to Rust. */

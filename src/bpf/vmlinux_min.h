@@ -89,6 +89,10 @@ struct task_struct {
 	u64 start_time;
 	char comm[16];
 	struct thread_struct thread;
+	/* Read only when --perfetto streams scheduling records (trace.bpf.h). */
+	int prio;
+	int exit_state;
+	int wake_cpu;
 };
 
 struct super_block {

@@ -8,6 +8,7 @@
 pub mod bpf;
 pub mod cpu;
 pub mod events;
+pub mod trace;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -53,22 +54,31 @@ pub const STACK_BYTES: usize =
 
 /// Events decoded by the ring buffer callback, waiting to be processed.
 pub type EventQueue = Rc<RefCell<Vec<Event>>>;
+/// `--perfetto`'s scheduling records, likewise.
+pub type TraceQueue = Rc<RefCell<Vec<crate::sched_trace::Record>>>;
 
 pub struct Collector<'obj> {
     cpu: Option<cpu::CpuSampler>,
     skel: bpf::SyscallsSkel<'obj>,
     ring: RingBuffer<'static>,
     queue: EventQueue,
-    /// Records the ring buffer callback could not decode.
+    trace: TraceQueue,
+    /// Records the ring buffer callbacks could not decode.
     pub undecodable_events: Rc<RefCell<u64>>,
 }
 
 impl<'obj> Collector<'obj> {
     /// Loads and attaches the programs, sampling CPUs `cpu_hz` times a
-    /// second (0: not at all). Fails with the kernel's reason.
+    /// second (0: not at all), and streaming a record per scheduling event
+    /// of the target's threads if `trace` (`--perfetto`; src/bpf/trace.bpf.h).
+    /// Fails with the kernel's reason.
     /// libbpf's own log goes to stderr only with KERNTAX_DEBUG set: errors
     /// reach the user as one `kerntax:` line.
-    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, cpu_hz: u64) -> Result<Self> {
+    pub fn load(
+        storage: &'obj mut MaybeUninit<OpenObject>,
+        cpu_hz: u64,
+        trace: bool,
+    ) -> Result<Self> {
         let debug = std::env::var_os("KERNTAX_DEBUG").is_some();
         libbpf_rs::set_print(
             debug.then_some((libbpf_rs::PrintLevel::Debug, print_libbpf as fn(_, _))),
@@ -95,6 +105,17 @@ impl<'obj> Collector<'obj> {
         open.progs.kt_cpu_sample.set_autoattach(false);
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.kt_self_tgid = std::process::id();
+            rodata.kt_cfg_trace = u32::from(trace);
+        }
+        // Without --perfetto its ring stays one page and the new-task
+        // wake-up hook unattached: the default mode pays nothing for it.
+        if trace {
+            open.maps
+                .kt_trace
+                .set_max_entries(trace::RINGBUF_BYTES)
+                .context("sizing the trace ring buffer")?;
+        } else {
+            open.progs.kt_trace_wakeup_new.set_autoattach(false);
         }
         let mut skel = open
             .load()
@@ -110,6 +131,7 @@ impl<'obj> Collector<'obj> {
         };
 
         let queue: EventQueue = Rc::default();
+        let trace_queue: TraceQueue = Rc::default();
         let undecodable_events: Rc<RefCell<u64>> = Rc::default();
         let mut builder = RingBufferBuilder::new();
         let (q, bad) = (queue.clone(), undecodable_events.clone());
@@ -122,12 +144,25 @@ impl<'obj> Collector<'obj> {
                 0
             })
             .context("setting up the BPF ring buffer")?;
+        if trace {
+            let (q, bad) = (trace_queue.clone(), undecodable_events.clone());
+            builder
+                .add(&skel.maps.kt_trace, move |data: &[u8]| {
+                    match trace::decode(data) {
+                        Some(r) => q.borrow_mut().push(r),
+                        None => *bad.borrow_mut() += 1,
+                    }
+                    0
+                })
+                .context("setting up the trace ring buffer")?;
+        }
         let ring = builder.build().context("setting up the BPF ring buffer")?;
         Ok(Collector {
             cpu,
             skel,
             ring,
             queue,
+            trace: trace_queue,
             undecodable_events,
         })
     }
@@ -314,6 +349,12 @@ impl<'obj> Collector<'obj> {
             .consume()
             .context("draining the BPF ring buffer")?;
         Ok(self.queue.take())
+    }
+
+    /// The scheduling records drained so far (`--perfetto`), in the order
+    /// they were reserved in the ring (near time order; the writer sorts).
+    pub fn take_trace(&self) -> Vec<crate::sched_trace::Record> {
+        self.trace.take()
     }
 
     /// Detaches the counting programs (the maps keep their contents) and
@@ -522,6 +563,7 @@ impl<'obj> Collector<'obj> {
             loss.poll_map_full += l.poll_map_full;
             loss.kernel_stack_lost += l.kernel_stack_lost;
             loss.switch_in_unseen += l.switch_in_unseen;
+            loss.trace_ringbuf_full += l.trace_ringbuf_full;
         }
         Ok(KernelCounters {
             syscalls,

@@ -6,6 +6,7 @@ pub mod folded;
 pub mod html;
 pub mod json;
 mod locks_text;
+pub mod perfetto;
 pub mod pprof;
 pub(crate) mod sched_text;
 pub mod text;

@@ -939,6 +939,14 @@ pub struct Loss {
     /// 4,096 exited): their lock addresses are named without them.
     #[serde(default)]
     pub process_maps_forgotten: u64,
+    /// `--perfetto`'s scheduling records lost to their full ring buffer
+    /// (the trace lacks those switches or wake-ups).
+    #[serde(default)]
+    pub trace_ringbuf_full: u64,
+    /// `--perfetto`'s records past `sched_trace::MAX_RECORDS`, not kept:
+    /// the trace ends early.
+    #[serde(default)]
+    pub trace_records_unkept: u64,
 }
 
 impl Loss {

@@ -337,6 +337,7 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
         target_stdout: Some(null.as_raw_fd()),
         target_quiet: screen.then_some(null.as_raw_fd()),
         interpreter_frames: opts.interpreter_frames,
+        sched_trace: false,
     };
     let outcome = if screen {
         let stop = Arc::new(AtomicBool::new(false));

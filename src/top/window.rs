@@ -113,6 +113,7 @@ fn loss_since(l: &KernelLoss, e: &KernelLoss) -> KernelLoss {
         poll_map_full: s(l.poll_map_full, e.poll_map_full),
         kernel_stack_lost: s(l.kernel_stack_lost, e.kernel_stack_lost),
         switch_in_unseen: s(l.switch_in_unseen, e.switch_in_unseen),
+        trace_ringbuf_full: s(l.trace_ringbuf_full, e.trace_ringbuf_full),
     }
 }
 
