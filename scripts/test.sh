@@ -12,6 +12,8 @@ source scripts/setup.sh
 kerntax_install chromium
 # The JVM tests (tests/java.rs) compile their fixture with javac.
 kerntax_install openjdk-17-jdk-headless
+# tests/top.rs drives `kerntax top`'s screen in tmux.
+kerntax_install tmux
 # tests/ruby_frames.rs reads a live Debian Ruby's frames.
 kerntax_install ruby3.1
 if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then

@@ -98,10 +98,11 @@ fn finding_lines(snap: &Snapshot, view: &View) -> Vec<Line<'static>> {
     lines
 }
 
-/// The table's columns: (title, width) for this screen width and view.
+/// The table's columns: (title, width) for this screen width and view
+/// (a thread's process is in the process view, `t`).
 fn columns(wide: bool, threads: bool) -> Vec<(&'static str, u16)> {
     let mut c = vec![];
-    if wide || !threads {
+    if !threads {
         c.push(("PID", 7));
     }
     if threads {
@@ -135,7 +136,7 @@ fn num(s: String) -> Cell<'static> {
 
 fn cells(r: &Row, wide: bool, threads: bool) -> Vec<Cell<'static>> {
     let mut c: Vec<Cell> = vec![];
-    if wide || !threads {
+    if !threads {
         c.push(num(r.pid.to_string()));
     }
     if threads {

@@ -101,3 +101,52 @@ fn memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not()
     nothing_idle_is_contention(&healthy);
     lacks(&healthy, "wait.bottleneck");
 }
+
+/// Issue 22: `kerntax top -p` on the same server watches the item lock's
+/// finding appear with the hot-key load and go away when it stops
+/// (`top-live`: ~3 s idle, 4 s of load, idle to the 12th window).
+#[test]
+fn memcached_top_shows_the_hot_key_lock_while_the_load_runs_and_not_after() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lines = dir.path().join("top.jsonl");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real/memcached-hot-key/top-live");
+    let out = Command::new(&script)
+        .arg(&lines)
+        .env("KERNTAX", env!("CARGO_BIN_EXE_kerntax"))
+        .output()
+        .expect("running top-live");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "top-live failed:\n{stderr}");
+    let text = std::fs::read_to_string(&lines).unwrap();
+    let windows: Vec<kerntax::top::snapshot::Snapshot> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(windows.len(), 12, "{text}");
+    let churns = |s: &kerntax::top::snapshot::Snapshot| {
+        s.findings
+            .iter()
+            .any(|f| f.id == "lock.futile-churn" && f.culprit.contains("memcached+0x"))
+    };
+    let shown: Vec<bool> = windows.iter().map(churns).collect();
+    // Idle before the load, the finding with it, gone after it.
+    assert!(!shown[0] && !shown[1], "{shown:?}\n{stderr}");
+    let during = shown.iter().filter(|&&s| s).count();
+    assert!((3..=6).contains(&during), "{shown:?}\n{stderr}");
+    assert!(shown[9..].iter().all(|s| !s), "{shown:?}\n{stderr}");
+    let first = shown.iter().position(|&s| s).unwrap();
+    let last = shown.iter().rposition(|&s| s).unwrap();
+    assert_eq!(last + 1 - first, during, "one stretch: {shown:?}");
+    // While it shows, the four workers are the busy rows, their syscalls
+    // counted per thread.
+    let busy = &windows[first + 1];
+    let workers: Vec<_> = busy.threads.iter().filter(|t| t.comm == "mc-worker").collect();
+    assert_eq!(workers.len(), 4, "{:?}", busy.threads);
+    assert!(workers.iter().all(|w| w.syscalls_per_s > 1000.0), "{workers:?}");
+    // And nothing is idle-waiting called a lock wait once the load stopped.
+    let after = windows.last().unwrap();
+    assert!(after.findings.is_empty(), "{:?}", after.findings);
+}
