@@ -6,21 +6,24 @@
 //! arrive (their process may exit any moment), and every exit path drops the
 //! BPF links, so nothing stays attached whatever happens.
 
+mod live;
+mod own;
+mod parts;
+mod signals;
+
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::Read;
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::analyze::aggregate::thread_usage;
 use crate::analyze::timeline::{self, Probe};
 use crate::analyze::{self};
-use crate::collect::{Collector, Event};
-use crate::model::{KernelCounters, KernelLoss, ThreadCounters};
+use crate::collect::Collector;
+use crate::model::{KernelCounters, ThreadCounters};
 use crate::preflight;
 use crate::report::build::{Inputs, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
@@ -30,6 +33,12 @@ use crate::stacks::kallsyms::{Kallsyms, LazyKallsyms};
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
 use crate::target::{ExitStatus, Target};
+
+pub use live::{Live, Watcher};
+pub(crate) use parts::loss;
+use own::{Phases, clocks, monotonic_ns, peak_rss_bytes, self_cpu_ns};
+use parts::{handle, interpreters, register_pythons};
+use signals::{Signals, finish_child, pidfd_ready, wait_readable};
 
 pub enum What {
     Run(Vec<OsString>),
@@ -78,234 +87,6 @@ pub struct Outcome {
     pub sched_trace: Option<SchedTrace>,
     /// The command's shell-style status for `run`; 0 for `attach`.
     pub exit_code: i32,
-}
-
-/// SIGINT/SIGTERM arrive as bytes on a socket the event loop polls.
-struct Signals {
-    rx: UnixStream,
-    ids: Vec<signal_hook::SigId>,
-}
-
-impl Signals {
-    fn new() -> Result<Signals> {
-        let (rx, tx) = UnixStream::pair().context("creating the signal pipe")?;
-        rx.set_nonblocking(true)?;
-        let mut ids = vec![];
-        for sig in [libc::SIGINT, libc::SIGTERM] {
-            ids.push(
-                signal_hook::low_level::pipe::register(sig, tx.try_clone()?)
-                    .context("installing signal handlers")?,
-            );
-        }
-        Ok(Signals { rx, ids })
-    }
-
-    /// True if a signal arrived since the last call.
-    fn take(&mut self) -> bool {
-        let mut buf = [0u8; 16];
-        let mut got = false;
-        while let Ok(n) = self.rx.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            got = true;
-        }
-        got
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        for id in self.ids.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
-    }
-}
-
-/// Waits until one of `fds` is readable or `timeout` passes.
-fn wait_readable(fds: &[i32], timeout: Option<Duration>) {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-    // SAFETY: valid array of pollfd of the given length.
-    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-}
-
-fn handle(
-    events: Vec<Event>,
-    unwinding: &mut Unwinding,
-    tally: &mut SampleTally,
-    window: Option<&mut SampleTally>,
-) {
-    let mut out = Vec::new();
-    unwinding.new_batch();
-    for ev in events {
-        match ev {
-            Event::Stack(s) => unwinding.push(*s, &mut out),
-            Event::Fork { pid, ppid, .. } => unwinding.on_fork(pid, ppid),
-            Event::Exec { pid, filename, .. } => unwinding.on_exec(pid, &filename),
-            Event::ExitMaps { pid, maps, .. } => unwinding.on_exit_maps(pid, &maps, &mut out),
-        }
-    }
-    if let Some(w) = window {
-        w.add(out.clone());
-    }
-    tally.add(out);
-}
-
-/// A live view of a session (`kerntax top`): woken with the event loop,
-/// it reads windows of the run as it goes.
-pub trait Watcher {
-    /// Fds that should wake the loop (a terminal's input).
-    fn fds(&self) -> Vec<i32>;
-    /// When it next wants `tick` at the latest.
-    fn next_due(&self) -> Instant;
-    /// Called after each wake-up of the loop; false stops profiling.
-    fn tick(&mut self, live: &mut Live<'_, '_>) -> Result<bool>;
-    /// The profiling ended for `why` (not by `tick`); a view may show it
-    /// before the session reports.
-    fn ended(&mut self, why: EndReason, live: &mut Live<'_, '_>) -> Result<()>;
-}
-
-/// What a watcher may read of the running session.
-pub struct Live<'a, 'obj> {
-    pub collector: &'a mut Collector<'obj>,
-    pub unwinding: &'a mut Unwinding,
-    /// Samples since the watcher last took them (`take_window`).
-    window: &'a mut SampleTally,
-    pub kallsyms: &'a mut LazyKallsyms,
-    /// When the session's window began.
-    pub t0: Instant,
-    pub target_pid: u32,
-    /// CPUs the target may use.
-    pub cpus: u32,
-}
-
-impl Live<'_, '_> {
-    /// The samples since the last call, for a window that starts now
-    /// (`start_mono_ns`: CLOCK_MONOTONIC at its start).
-    pub fn take_window(&mut self) -> SampleTally {
-        let next = SampleTally {
-            start_mono_ns: monotonic_ns(),
-            ..Default::default()
-        };
-        std::mem::replace(self.window, next)
-    }
-}
-
-/// Hands the CPython processes found since the last call to the BPF frame
-/// walk. One that cannot be registered (the map full) just gets no Python
-/// frames; `sampling.interpreters` counts them.
-fn register_pythons(collector: &Collector<'_>, unwinding: &mut Unwinding) {
-    for (pid, config) in std::mem::take(&mut unwinding.python.to_register) {
-        if collector.register_python(pid, &config).is_err() {
-            unwinding.python.stats.registrations_failed += 1;
-        }
-    }
-    for (pid, config) in std::mem::take(&mut unwinding.ruby.to_register) {
-        if collector.register_ruby(pid, &config).is_err() {
-            unwinding.ruby.stats.registrations_failed += 1;
-        }
-    }
-}
-
-/// What the interpreters' frame walk gave, for the report.
-fn interpreters(u: &Unwinding) -> crate::report::Interpreters {
-    let mut out = u.python.stats.clone();
-    out.add(&u.ruby.stats);
-    out.seen = u
-        .python
-        .seen
-        .iter()
-        .chain(&u.ruby.seen)
-        .map(|(pid, what)| format!("pid {pid}: {what}"))
-        .collect();
-    out
-}
-
-/// kerntax's own resource usage so far (all its threads).
-fn self_usage() -> libc::rusage {
-    // SAFETY: a zeroed rusage is valid; getrusage fills the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    ru
-}
-
-/// kerntax's own CPU time so far (user + system).
-fn self_cpu_ns() -> u64 {
-    let ru = self_usage();
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    ns(ru.ru_utime) + ns(ru.ru_stime)
-}
-
-fn peak_rss_bytes() -> u64 {
-    self_usage().ru_maxrss as u64 * 1024
-}
-
-/// After profiling stopped early: lets a `run` command finish (it was sent
-/// `forward` unless it exits on its own within a grace period) and returns
-/// its status. A second Ctrl-C kills it.
-fn finish_child(
-    target: &Target,
-    signals: &mut Signals,
-    forward: i32,
-    grace: Duration,
-) -> ExitStatus {
-    let deadline = Instant::now() + grace;
-    let mut forwarded = false;
-    loop {
-        if let Some(st) = target.try_reap() {
-            return st;
-        }
-        let now = Instant::now();
-        if !forwarded && now >= deadline {
-            target.signal(forward);
-            forwarded = true;
-        }
-        if signals.take() {
-            target.signal(libc::SIGKILL);
-        }
-        let wait = if forwarded {
-            None
-        } else {
-            Some(deadline - now)
-        };
-        wait_readable(&[target.pidfd(), signals.rx.as_raw_fd()], wait);
-    }
-}
-
-/// A `kB` field of /proc/self/status (0 if unreadable): for the debug
-/// print of each phase's memory.
-fn self_status_kib(field: &str) -> u64 {
-    crate::target::status_field("self", field)
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-/// With KERNTAX_DEBUG set, prints how long each phase took.
-struct Phases {
-    on: bool,
-    last: Instant,
-}
-
-impl Phases {
-    fn mark(&mut self, what: &str) {
-        if self.on {
-            eprintln!(
-                "kerntax: debug: {what}: {:.1} ms; RSS {:.1} MiB, peak {:.1} MiB",
-                self.last.elapsed().as_secs_f64() * 1e3,
-                self_status_kib("VmRSS") as f64 / 1024.0,
-                self_status_kib("VmHWM") as f64 / 1024.0,
-            );
-        }
-        self.last = Instant::now();
-    }
 }
 
 /// Marks the target tracked and returns its threads' counters now; a
@@ -486,36 +267,6 @@ fn watch(
     })
 }
 
-/// CLOCK_MONOTONIC now, ns: bpf_ktime_get_ns's clock.
-fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we pass.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// The trace with the clocks its writer needs: BOOTTIME's lead over
-/// MONOTONIC (traces are on BOOTTIME), and the wall clock at its start.
-fn clocks(t: SchedTrace) -> SchedTrace {
-    let mono = monotonic_ns();
-    let (boot, real) = (
-        clock_ns(libc::CLOCK_BOOTTIME),
-        clock_ns(libc::CLOCK_REALTIME),
-    );
-    SchedTrace {
-        boottime_offset_ns: boot.saturating_sub(mono),
-        start_realtime_ns: real.saturating_sub(mono.saturating_sub(t.start_mono_ns)),
-        ..t
-    }
-}
-
 /// How the target ended: a command is reaped (after being told to stop if
 /// profiling stopped first); an attached process's exit is known from its
 /// exit record, if it exited while profiled.
@@ -536,50 +287,6 @@ fn exit_status(
         };
         Some(finish_child(target, signals, sig, grace))
     })
-}
-
-pub(crate) fn loss(
-    kernel: &KernelLoss,
-    undecodable: u64,
-    unwinding: &Unwinding,
-    unresolved_frames: u64,
-    threads_unaccounted: u64,
-    bpf_recursion_misses: u64,
-    jit: &jit::Gathered,
-) -> Loss {
-    Loss {
-        ringbuf_full: kernel.ringbuf_full,
-        stack_read_failed: kernel.stack_read_failed,
-        task_storage_failed: kernel.task_storage_failed,
-        thread_map_full: kernel.thread_map_full,
-        errno_map_full: kernel.errno_map_full,
-        syscall_nr_out_of_range: kernel.syscall_nr_out_of_range,
-        events_undecodable: undecodable,
-        maps_unavailable: unwinding.stats.maps_unavailable,
-        stacks_truncated: unwinding.stats.truncated,
-        frames_unsymbolized: unresolved_frames,
-        modules_unreadable: unwinding.modules.failed,
-        threads_unaccounted,
-        lock_map_full: kernel.lock_map_full,
-        lock_thread_map_full: kernel.lock_thread_map_full,
-        sched_map_full: kernel.sched_map_full,
-        poll_map_full: kernel.poll_map_full,
-        kernel_stack_lost: kernel.kernel_stack_lost,
-        switch_in_unseen: kernel.switch_in_unseen,
-        bpf_recursion_misses,
-        jit_frames_unnamed: jit.frames_unnamed(),
-        jit_stacks_cut: jit.stacks_cut,
-        interpreted_frames_unreadable: unwinding.python.stats.frames_unreadable
-            + unwinding.ruby.stats.frames_unreadable,
-        interpreted_chains_faulted: unwinding.python.stats.samples_fault
-            + unwinding.ruby.stats.samples_fault,
-        trace_ringbuf_full: kernel.trace_ringbuf_full,
-        // The trace's, set by the caller.
-        trace_records_unkept: 0,
-        // The tally's, set by the caller.
-        cpu_stacks_unkept: 0,
-        process_maps_forgotten: unwinding.exited_forgotten,
-    }
 }
 
 /// What a command kerntax starts gets in its environment: JVMs keep frame
@@ -842,14 +549,4 @@ fn cpus_of(pid: u32) -> u32 {
         }
     }
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
-}
-
-fn pidfd_ready(fd: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no wait.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
 }
