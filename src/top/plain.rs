@@ -46,11 +46,9 @@ pub fn frame(snap: &Snapshot, view: &View) -> String {
     for f in &snap.findings {
         let _ = writeln!(
             out,
-            "finding: {:.0}% {}: {} ({}); remedy: {}",
+            "finding: {:.0}% {}; remedy: {}",
             f.severity * 100.0,
-            f.culprit,
-            f.title,
-            f.id,
+            super::snapshot::finding_line(f),
             first_sentence(&f.remedy)
         );
     }

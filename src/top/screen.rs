@@ -79,11 +79,9 @@ fn finding_lines(snap: &Snapshot, view: &View) -> Vec<Line<'static>> {
             }
             Line::styled(
                 format!(
-                    "! {:.0}% {}: {} ({})",
+                    "! {:.0}% {}",
                     f.severity * 100.0,
-                    f.culprit,
-                    f.title,
-                    f.id
+                    super::snapshot::finding_line(f)
                 ),
                 style,
             )

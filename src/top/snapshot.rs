@@ -85,6 +85,16 @@ pub struct Row {
     pub exited: bool,
 }
 
+/// A finding in one line: its title, with its culprit first unless the
+/// title names it already.
+pub fn finding_line(h: &Headline) -> String {
+    if h.title.contains(&h.culprit) {
+        format!("{} ({})", h.title, h.id)
+    } else {
+        format!("{}: {} ({})", h.culprit, h.title, h.id)
+    }
+}
+
 /// A finding, as the header and its detail show it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Headline {
@@ -323,4 +333,71 @@ fn processes(threads: &[Row], r: &Report) -> Vec<Row> {
             .then(a.pid.cmp(&b.pid))
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finding_line_names_its_culprit_once() {
+        let mut h = crate::top::fixture::lock_story().findings.remove(0);
+        assert_eq!(
+            finding_line(&h),
+            "g_namespace_lock (namespace_bad): One exclusive lock serializes the threads \
+             that read a shared table (lock.exclusive-hot)"
+        );
+        h.title = format!("{} is fought over", h.culprit);
+        assert_eq!(
+            finding_line(&h),
+            "g_namespace_lock (namespace_bad) is fought over (lock.exclusive-hot)"
+        );
+    }
+
+    #[test]
+    fn a_state_needs_a_share_of_the_window_per_thread() {
+        let s = |lock: f64| Shares {
+            lock,
+            ..Shares::default()
+        };
+        assert_eq!(s(MIN_STATE_SHARE).state(1), "lock");
+        assert_eq!(s(MIN_STATE_SHARE * 0.99).state(1), "idle");
+        assert_eq!(s(MIN_STATE_SHARE * 2.0).state(2), "lock");
+        assert_eq!(s(MIN_STATE_SHARE * 1.99).state(2), "idle");
+    }
+
+    #[test]
+    fn a_sleep_longer_than_what_is_left_of_the_window_is_scaled_into_it() {
+        use crate::report::{OffCpuReasonReport, OffCpuThread};
+        let mut r = crate::findings::tests::base();
+        r.duration_ns = 1_000_000_000;
+        let reason = |reason, ns| OffCpuReasonReport {
+            reason,
+            ns,
+            count: 1,
+            syscalls: Default::default(),
+            stacks: vec![],
+        };
+        r.offcpu = vec![OffCpuThread {
+            tid: 7,
+            pid: 7,
+            comm: "t".into(),
+            total_ns: 0,
+            wanted_ns: 0,
+            // A 3 s lock wait ending in this window, and 0.5 s on a run
+            // queue, beside 0.2 s on a CPU.
+            reasons: vec![
+                reason(OffCpuReason::Lock, 3_000_000_000),
+                reason(OffCpuReason::Involuntary, 500_000_000),
+            ],
+        }];
+        let sh = shares(&r, 7, 200_000_000);
+        assert!((sh.on_cpu - 0.2).abs() < 1e-9);
+        assert!((sh.lock - 0.8 * 3.0 / 3.5).abs() < 1e-9, "{sh:?}");
+        assert!((sh.run_queue - 0.8 * 0.5 / 3.5).abs() < 1e-9, "{sh:?}");
+        // What fits is left as it is.
+        r.offcpu[0].reasons = vec![reason(OffCpuReason::IoMultiplexing, 300_000_000)];
+        let sh = shares(&r, 7, 200_000_000);
+        assert!((sh.poll - 0.3).abs() < 1e-9, "{sh:?}");
+    }
 }
