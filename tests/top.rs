@@ -239,3 +239,34 @@ fn the_screen_shows_the_finding_obeys_keys_and_leaves_the_shell_clean() {
     assert!(s.contains("ktshell$ "), "{s}");
     assert_eq!(wait_programs_gone(), Vec::<String>::new());
 }
+
+#[test]
+fn sigterm_leaves_the_shell_screen_and_no_bpf_behind() {
+    if !bpf_available() {
+        return;
+    }
+    let pollers = Pollers::start();
+    let tmux = Tmux::start();
+    let (ready, s) = tmux.wait_for(Duration::from_secs(5), |s| s.contains("ktshell$"));
+    assert!(ready, "{s}");
+    // A delay no other test uses tells this kerntax apart.
+    let line = format!(
+        "{} top -d 0.7 -p {}; echo TOP-EXIT=$?",
+        env!("CARGO_BIN_EXE_kerntax"),
+        pollers.pid()
+    );
+    tmux.keys(&[&line, "Enter"]);
+    let (shown, s) = tmux.wait_for(Duration::from_secs(3), |s| s.contains("WAIT SITE"));
+    assert!(shown, "{s}");
+    let pattern = format!("top -d 0.7 -p {}$", pollers.pid());
+    let out = Command::new("pkill")
+        .args(["-TERM", "-f", &pattern])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "no kerntax top to signal: {out:?}");
+    let (left, s) = tmux.wait_for(Duration::from_secs(10), |s| s.contains("TOP-EXIT="));
+    assert!(left, "{s}");
+    assert!(s.contains("TOP-EXIT=0"), "{s}");
+    assert!(!s.contains("WAIT SITE") && !s.contains("| CPU "), "{s}");
+    assert_eq!(wait_programs_gone(), Vec::<String>::new());
+}
