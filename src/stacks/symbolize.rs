@@ -14,8 +14,15 @@ use crate::interp::python::frames::Pythons;
 use crate::interp::ruby::frames::Rubies;
 use crate::model::FrameLoc;
 
-/// Names of frames in files, kept across a live view's windows.
-pub type NameCache = HashMap<FrameLoc, Vec<String>>;
+/// Names of frames in files, kept across a live view's windows, and the
+/// symbolizer that read them: it keeps each file's parsed symbols and
+/// decompressed debug info (libc6-dbg's DWARF is compressed: inflating it
+/// again for each window was a third of `kerntax top`'s CPU).
+#[derive(Default)]
+pub struct NameCache {
+    names: HashMap<FrameLoc, Vec<String>>,
+    symbolizer: Option<Symbolizer>,
+}
 
 /// Symbolized frames: each location becomes one or more strings (inlined
 /// functions first), innermost first.
@@ -130,7 +137,7 @@ impl Symbols {
     /// keeping there the ones it resolves: a live view names each window's
     /// stacks, mostly the same frames, once a second (`kerntax top`).
     pub fn resolve_cached<'a>(
-        mut cache: Option<&mut NameCache>,
+        cache: Option<&mut NameCache>,
         modules: &ModuleTable,
         jit_maps: &JitMaps,
         python: &Pythons,
@@ -139,10 +146,17 @@ impl Symbols {
     ) -> Symbols {
         let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut out = Symbols::default();
+        let (mut cached, kept) = match cache {
+            Some(NameCache { names, symbolizer }) => (
+                Some(names),
+                Some(&*symbolizer.get_or_insert_with(Symbolizer::new)),
+            ),
+            None => (None, None),
+        };
         for loc in locs {
             match loc {
                 FrameLoc::InModule { module, svma } => {
-                    match cache.as_deref().and_then(|c| c.get(loc)) {
+                    match cached.as_deref().and_then(|c| c.get(loc)) {
                         Some(names) => {
                             out.names.insert(loc.clone(), names.clone());
                         }
@@ -195,8 +209,16 @@ impl Symbols {
         for (module, mut addrs) in by_module {
             // One symbolizer per file: its parsed symbols and debug info
             // are freed before the next file's (one for all held every
-            // file's at once: the end of a run's memory peak, issue 21).
-            let symbolizer = Symbolizer::new();
+            // file's at once: the end of a run's memory peak, issue 21);
+            // a live view keeps one for all its windows.
+            let fresh;
+            let symbolizer = match kept {
+                Some(s) => s,
+                None => {
+                    fresh = Symbolizer::new();
+                    &fresh
+                }
+            };
             addrs.sort_unstable();
             addrs.dedup();
             let path = &modules.paths[module];
@@ -240,7 +262,7 @@ impl Symbols {
                         vec![format!("{}+{svma:#x}", file_name(path))]
                     }
                 };
-                if let Some(c) = cache.as_deref_mut() {
+                if let Some(c) = cached.as_deref_mut() {
                     c.insert(FrameLoc::InModule { module, svma }, names.clone());
                 }
                 out.names.insert(FrameLoc::InModule { module, svma }, names);

@@ -54,6 +54,10 @@ impl Windows {
 
     /// Begins the first window now; the samples before it are dropped.
     pub fn begin(&mut self, live: &mut Live<'_, '_>) -> Result<()> {
+        // Windows name mostly the same frames, once a second.
+        live.unwinding
+            .names_cache
+            .get_or_insert_with(Default::default);
         let threads = live.collector.snapshot_flushing()?;
         let counters = live.collector.counters()?;
         live.take_window();
