@@ -18,6 +18,14 @@ pub fn syscall_name(nr: u32) -> String {
     lookup(SYSCALL_NAMES, nr).map_or_else(|| format!("syscall_{nr}"), str::to_string)
 }
 
+/// The poll family: calls that wait for any of several fds.
+pub fn is_poll(name: &str) -> bool {
+    matches!(
+        name,
+        "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait" | "epoll_pwait2"
+    )
+}
+
 /// Syscalls whose positive return value is the bytes they moved.
 pub fn moves_data(name: &str) -> bool {
     matches!(

@@ -165,6 +165,15 @@ impl Tmux {
         self.cmd(&args);
     }
 
+    /// Types `kerntax top ARGS` at the shell, which echoes its status
+    /// after it (`TOP-EXIT=N`).
+    fn top(&self, args: &str) {
+        let (ready, s) = self.wait_for(Duration::from_secs(5), |s| s.contains("ktshell$"));
+        assert!(ready, "{s}");
+        let line = format!("{} top {args}; echo TOP-EXIT=$?", env!("CARGO_BIN_EXE_kerntax"));
+        self.keys(&[&line, "Enter"]);
+    }
+
     fn screen(&self) -> String {
         self.cmd(&["capture-pane", "-p", "-t", "top"])
     }
@@ -200,14 +209,7 @@ fn the_screen_shows_the_finding_obeys_keys_and_leaves_the_shell_clean() {
     }
     let pollers = Pollers::start();
     let tmux = Tmux::start();
-    let (ready, s) = tmux.wait_for(Duration::from_secs(5), |s| s.contains("ktshell$"));
-    assert!(ready, "{s}");
-    let line = format!(
-        "{} top -p {}; echo TOP-EXIT=$?",
-        env!("CARGO_BIN_EXE_kerntax"),
-        pollers.pid()
-    );
-    tmux.keys(&[&line, "Enter"]);
+    tmux.top(&format!("-p {}", pollers.pid()));
     // The finding and the waiters' rows within 3 s of starting.
     let (shown, s) = tmux.wait_for(Duration::from_secs(3), |s| {
         // TID COMM STATE ...
@@ -247,15 +249,8 @@ fn sigterm_leaves_the_shell_screen_and_no_bpf_behind() {
     }
     let pollers = Pollers::start();
     let tmux = Tmux::start();
-    let (ready, s) = tmux.wait_for(Duration::from_secs(5), |s| s.contains("ktshell$"));
-    assert!(ready, "{s}");
     // A delay no other test uses tells this kerntax apart.
-    let line = format!(
-        "{} top -d 0.7 -p {}; echo TOP-EXIT=$?",
-        env!("CARGO_BIN_EXE_kerntax"),
-        pollers.pid()
-    );
-    tmux.keys(&[&line, "Enter"]);
+    tmux.top(&format!("-d 0.7 -p {}", pollers.pid()));
     let (shown, s) = tmux.wait_for(Duration::from_secs(3), |s| s.contains("WAIT SITE"));
     assert!(shown, "{s}");
     let pattern = format!("top -d 0.7 -p {}$", pollers.pid());

@@ -32,8 +32,7 @@ pub fn reason_of(reason: &OffReason, contended: &HashMap<LockKey, bool>) -> OffC
                     Some(false) => OffCpuReason::WaitingForWork,
                     _ => OffCpuReason::Lock,
                 },
-                "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait"
-                | "epoll_pwait2" => OffCpuReason::IoMultiplexing,
+                n if crate::names::is_poll(n) => OffCpuReason::IoMultiplexing,
                 "nanosleep" | "clock_nanosleep" | "pause" | "rt_sigsuspend" | "rt_sigtimedwait" => {
                     OffCpuReason::Sleep
                 }

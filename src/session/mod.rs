@@ -211,49 +211,51 @@ fn watch(
             probes.push(probe(collector, t0)?);
             next_probe += TIMELINE_INTERVAL;
         }
-        if signals.take() {
-            break EndReason::Interrupted;
-        }
-        if let Some(w) = watcher.as_deref_mut() {
-            let mut live = Live {
-                collector,
-                unwinding,
-                window: &mut window,
-                kallsyms,
-                t0,
-                target_pid: target.pid,
-                cpus,
-            };
-            if !w.tick(&mut live)? {
-                break EndReason::Interrupted;
+        let exited = || {
+            if target.is_child {
+                let st = target.try_reap();
+                (st.is_some(), st)
+            } else {
+                (pidfd_ready(target.pidfd()), None)
             }
-        }
-        if target.is_child {
-            reaped = target.try_reap();
-            if reaped.is_some() {
-                break EndReason::TargetExited;
+        };
+        let end = if signals.take() {
+            Some(EndReason::Interrupted)
+        } else if let (true, st) = exited() {
+            reaped = st;
+            Some(EndReason::TargetExited)
+        } else if remaining.is_some_and(|r| r.is_zero()) {
+            Some(EndReason::Duration)
+        } else {
+            None
+        };
+        // A live view reads its windows as the run goes, and is told how
+        // the run ended (unless it ended it).
+        let end = match watcher.as_deref_mut() {
+            Some(w) if end != Some(EndReason::Interrupted) => {
+                let mut live = Live {
+                    collector,
+                    unwinding,
+                    window: &mut window,
+                    kallsyms,
+                    t0,
+                    target_pid: target.pid,
+                    cpus,
+                };
+                match end {
+                    Some(why) => {
+                        w.ended(why, &mut live)?;
+                        end
+                    }
+                    None => (!w.tick(&mut live)?).then_some(EndReason::Interrupted),
+                }
             }
-        } else if pidfd_ready(target.pidfd()) {
-            break EndReason::TargetExited;
-        }
-        if remaining.is_some_and(|r| r.is_zero()) {
-            break EndReason::Duration;
+            _ => end,
+        };
+        if let Some(why) = end {
+            break why;
         }
     };
-    if let Some(w) = watcher
-        && end_reason != EndReason::Interrupted
-    {
-        let mut live = Live {
-            collector,
-            unwinding,
-            window: &mut window,
-            kallsyms,
-            t0,
-            target_pid: target.pid,
-            cpus,
-        };
-        w.ended(end_reason, &mut live)?;
-    }
     probes.push(probe(collector, t0)?);
     let duration_ns = t0.elapsed().as_nanos() as u64;
     Ok(Window {

@@ -12,17 +12,6 @@ use crate::model::LockKey;
 use crate::report::{Report, WaitClass, WaitSite};
 use crate::sched_trace::Left;
 
-/// The poll family: a sleep there is "poll".
-const POLL_SYSCALLS: &[&str] = &[
-    "poll",
-    "ppoll",
-    "select",
-    "pselect6",
-    "epoll_wait",
-    "epoll_pwait",
-    "epoll_pwait2",
-];
-
 /// A slice's name, category and arguments.
 pub struct Named {
     pub name: String,
@@ -92,7 +81,8 @@ impl<'a> Namer<'a> {
             (_, Some(WaitClass::WaitingForWork)) => (format!("waiting for work {at}"), "idle"),
             (Some(l), Some(WaitClass::Contention) | None) => (format!("lock wait {l}"), "lock"),
             (Some(l), Some(c)) => (format!("{} {l}", c.name()), "lock"),
-            (None, _) if POLL_SYSCALLS.contains(&syscall.as_str()) => {
+            // A sleep in the poll family is "poll".
+            (None, _) if crate::names::is_poll(&syscall) => {
                 (format!("poll {at}"), "poll")
             }
             (None, Some(WaitClass::Timer)) => (format!("sleep {at}"), "timer"),
