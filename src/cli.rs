@@ -109,14 +109,16 @@ enum Command {
     },
     /// Watch a process (-p PID) or a command (-- CMD) live: why each thread
     /// is not running, and the findings that hold over the last window.
-    #[command(after_help = "Keys: q quit, ? help, s sort, t threads/processes, / filter, \
+    #[command(
+        after_help = "Keys: q quit, ? help, s sort, t threads/processes, / filter, \
         p pause, Enter details.\n\
         When standard output is not a terminal, prints one plain frame per window \
         (like top -b), or one JSON object per line with --json.\n\n\
         Examples:\n  \
         kerntax top -p $(pidof redis-server)\n  \
         kerntax top -d 2 -- ./server --threads 8\n  \
-        kerntax top -p 4242 -n 5 --json > windows.jsonl")]
+        kerntax top -p 4242 -n 5 --json > windows.jsonl"
+    )]
     Top {
         /// The process to watch, with its threads and children.
         #[arg(short = 'p', long = "pid", value_name = "PID")]
@@ -145,7 +147,11 @@ enum Command {
         #[command(flatten)]
         files: FileArgs,
         /// The command to start and watch (after `--`).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
         cmd: Vec<OsString>,
     },
     /// Run the built-in lab: each scenario's bad and fixed variant, profiled.

@@ -75,7 +75,10 @@ fn frames_without_a_terminal_tag_the_semaphore_waiters_lock() {
         // The 8 pollers wait on the semaphore most of each window.
         // TID COMM STATE ...
         assert!(rows_in_state(f, 2, "lock") >= 6, "{f}");
-        assert!(f.contains("finding: ") && f.contains("sysv-sem semid"), "{f}");
+        assert!(
+            f.contains("finding: ") && f.contains("sysv-sem semid"),
+            "{f}"
+        );
         assert!(f.contains("(contention)"), "{f}");
     }
     assert!(stderr.is_empty(), "{stderr}");
@@ -104,11 +107,19 @@ fn json_lines_are_snapshots_with_the_lock_finding() {
         assert!((s.window_s - 0.5).abs() < 0.2, "{}", s.window_s);
         let locked = s.threads.iter().filter(|t| t.state == "lock").count();
         assert!(locked >= 6, "{stdout}");
-        assert!(s.findings.iter().any(|f| f.culprit.starts_with("sysv-sem")), "{stdout}");
+        assert!(
+            s.findings.iter().any(|f| f.culprit.starts_with("sysv-sem")),
+            "{stdout}"
+        );
         // Shares are of the window's wall time: a thread's sum is at most 1.
         for t in &s.threads {
             let sh = &t.shares;
-            let sum = sh.on_cpu + sh.run_queue + sh.lock + sh.waiting_for_work + sh.io + sh.poll
+            let sum = sh.on_cpu
+                + sh.run_queue
+                + sh.lock
+                + sh.waiting_for_work
+                + sh.io
+                + sh.poll
                 + sh.sleep;
             assert!(sum <= 1.0 + 1e-9, "{t:?}");
         }
@@ -119,14 +130,20 @@ fn json_lines_are_snapshots_with_the_lock_finding() {
 #[test]
 fn bad_arguments_are_one_line_and_status_2() {
     for (args, says) in [
-        (&["top"][..], "top needs a process (-p PID) or a command (-- CMD)"),
+        (
+            &["top"][..],
+            "top needs a process (-p PID) or a command (-- CMD)",
+        ),
         (&["top", "-p", "1", "--", "true"][..], "not both"),
         (&["top", "-d", "0.01", "-p", "1"][..], "shorter than 0.1 s"),
     ] {
         let out = kerntax().args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.starts_with("kerntax: ") && stderr.contains(says), "{stderr}");
+        assert!(
+            stderr.starts_with("kerntax: ") && stderr.contains(says),
+            "{stderr}"
+        );
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
     }
 }
@@ -142,7 +159,16 @@ impl Tmux {
             socket: format!("kerntax-top-test-{}", std::process::id()),
         };
         t.cmd(&[
-            "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", "-s", "top",
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            "top",
             "env PS1='ktshell$ ' bash --norc --noprofile",
         ]);
         t
@@ -170,7 +196,10 @@ impl Tmux {
     fn top(&self, args: &str) {
         let (ready, s) = self.wait_for(Duration::from_secs(5), |s| s.contains("ktshell$"));
         assert!(ready, "{s}");
-        let line = format!("{} top {args}; echo TOP-EXIT=$?", env!("CARGO_BIN_EXE_kerntax"));
+        let line = format!(
+            "{} top {args}; echo TOP-EXIT=$?",
+            env!("CARGO_BIN_EXE_kerntax")
+        );
         self.keys(&[&line, "Enter"]);
     }
 

@@ -35,8 +35,8 @@ use crate::tally::SampleTally;
 use crate::target::{ExitStatus, Target};
 
 pub use live::{Live, Watcher};
-pub(crate) use parts::loss;
 use own::{Phases, clocks, monotonic_ns, peak_rss_bytes, self_cpu_ns};
+pub(crate) use parts::loss;
 use parts::{handle, interpreters, register_pythons};
 use signals::{Signals, finish_child, pidfd_ready, wait_readable};
 

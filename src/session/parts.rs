@@ -8,7 +8,6 @@ use crate::stacks::jit;
 use crate::stacks::unwind::Unwinding;
 use crate::tally::SampleTally;
 
-
 pub(super) fn handle(
     events: Vec<Event>,
     unwinding: &mut Unwinding,

@@ -48,7 +48,9 @@ impl LazyKallsyms {
     /// failed).
     pub fn get(&mut self) -> &Kallsyms {
         if let LazyKallsyms::Loading(_) = self {
-            let LazyKallsyms::Loading(h) = std::mem::replace(self, LazyKallsyms::Ready(Kallsyms::default())) else {
+            let LazyKallsyms::Loading(h) =
+                std::mem::replace(self, LazyKallsyms::Ready(Kallsyms::default()))
+            else {
                 unreachable!()
             };
             *self = LazyKallsyms::Ready(h.join().unwrap_or_default());

@@ -60,7 +60,17 @@ pub fn frame(snap: &Snapshot, view: &View) -> String {
     let _ = writeln!(
         out,
         "{id:>8} {:<15} {:<5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8}  WAIT SITE",
-        "COMM", "STATE", "CPU%", "RUNQ%", "LOCK%", "WORK%", "IO%", "POLL%", "SYSC/s", "VCSW/s", "ICSW/s"
+        "COMM",
+        "STATE",
+        "CPU%",
+        "RUNQ%",
+        "LOCK%",
+        "WORK%",
+        "IO%",
+        "POLL%",
+        "SYSC/s",
+        "VCSW/s",
+        "ICSW/s"
     );
     for r in rows.iter().take(FRAME_ROWS) {
         let s = &r.shares;

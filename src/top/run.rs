@@ -60,10 +60,7 @@ impl Pace {
     fn window(&mut self, live: &mut Live<'_, '_>) -> Result<Snapshot> {
         let report: Report = self.windows.report(live)?;
         self.frames += 1;
-        Ok(snapshot::of(
-            &report,
-            self.started.elapsed().as_secs_f64(),
-        ))
+        Ok(snapshot::of(&report, self.started.elapsed().as_secs_f64()))
     }
 
     fn done(&self) -> bool {
@@ -306,7 +303,11 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
     let (mode, command) = match &opts.what {
         crate::session::What::Run(argv) => (
             crate::report::Mode::Run,
-            Some(argv.iter().map(|a| a.to_string_lossy().into_owned()).collect()),
+            Some(
+                argv.iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+            ),
         ),
         crate::session::What::Attach(_) => (crate::report::Mode::Attach, None),
     };

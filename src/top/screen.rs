@@ -43,7 +43,9 @@ fn summary_line(snap: &Snapshot, view: &View) -> Line<'static> {
     if view.paused {
         spans.push(Span::styled(
             "[paused] ",
-            Style::default().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            Style::default()
+                .fg(Color::Yellow)
+                .add_modifier(Modifier::BOLD),
         ));
     }
     spans.push(Span::raw(format!(
@@ -209,7 +211,7 @@ fn table(frame: &mut Frame, area: Rect, snap: &Snapshot, view: &View, wide: bool
             num(t.to_string())
         }
     }))
-        .style(Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
+    .style(Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
     frame.render_widget(
         Table::new(body, widths).header(header).column_spacing(1),
         area,
@@ -247,11 +249,17 @@ fn centred(area: Rect, w: u16, h: u16) -> Rect {
 }
 
 const HELP: &[(&str, &str)] = &[
-    ("q Esc Ctrl-C", "quit (the report of the whole run is written if asked)"),
+    (
+        "q Esc Ctrl-C",
+        "quit (the report of the whole run is written if asked)",
+    ),
     ("? h", "this help"),
     ("Up Down j k", "move over the findings and rows"),
     ("PgUp PgDn Home End", "move faster"),
-    ("Enter", "details: a finding's culprit, stack and remedy; a row's time"),
+    (
+        "Enter",
+        "details: a finding's culprit, stack and remedy; a row's time",
+    ),
     ("s", "sort by the next column"),
     ("t", "threads or processes"),
     ("/", "filter rows by name, pid, tid or wait site"),
@@ -263,7 +271,10 @@ fn detail_lines(snap: &Snapshot, view: &View) -> (String, Vec<Line<'static>>) {
         Selected::Finding(i) => {
             let f = &snap.findings[i];
             let mut l = vec![
-                Line::styled(f.title.clone(), Style::default().add_modifier(Modifier::BOLD)),
+                Line::styled(
+                    f.title.clone(),
+                    Style::default().add_modifier(Modifier::BOLD),
+                ),
                 Line::raw(format!(
                     "{}  severity {:.0}%  {}",
                     f.id,
@@ -275,7 +286,10 @@ fn detail_lines(snap: &Snapshot, view: &View) -> (String, Vec<Line<'static>>) {
             l.extend(f.frames.iter().map(|fr| Line::raw(format!("    {fr}"))));
             l.push(Line::raw("evidence:"));
             l.extend(f.evidence.iter().map(|e| Line::raw(format!("    {e}"))));
-            l.push(Line::styled("remedy:", Style::default().add_modifier(Modifier::BOLD)));
+            l.push(Line::styled(
+                "remedy:",
+                Style::default().add_modifier(Modifier::BOLD),
+            ));
             l.extend(f.remedy.lines().map(|x| Line::raw(x.to_string())));
             (format!(" finding {} ", i + 1), l)
         }
@@ -286,7 +300,13 @@ fn detail_lines(snap: &Snapshot, view: &View) -> (String, Vec<Line<'static>>) {
                 None => format!("process {} ({}), {} threads", r.pid, r.comm, r.threads),
             };
             let window_ns = (snap.window_s * 1e9) as u64;
-            let part = |x: f64| format!("{:5.1}%  {}", x * 100.0, duration((x * window_ns as f64) as u64));
+            let part = |x: f64| {
+                format!(
+                    "{:5.1}%  {}",
+                    x * 100.0,
+                    duration((x * window_ns as f64) as u64)
+                )
+            };
             let l = vec![
                 Line::styled(who, Style::default().add_modifier(Modifier::BOLD)),
                 Line::raw(format!("state: {}", r.state)),
@@ -305,7 +325,9 @@ fn detail_lines(snap: &Snapshot, view: &View) -> (String, Vec<Line<'static>>) {
                 )),
                 Line::raw(format!(
                     "waits most at: {}",
-                    r.wait_site.as_deref().unwrap_or("(no sampled wait in this window)")
+                    r.wait_site
+                        .as_deref()
+                        .unwrap_or("(no sampled wait in this window)")
                 )),
             ];
             (" details ".to_string(), l)
@@ -326,7 +348,11 @@ fn overlay(frame: &mut Frame, snap: &Snapshot, view: &View) {
         Overlay::Detail => detail_lines(snap, view),
         _ => return,
     };
-    let rect = centred(area, area.width.saturating_sub(4), area.height.saturating_sub(2));
+    let rect = centred(
+        area,
+        area.width.saturating_sub(4),
+        area.height.saturating_sub(2),
+    );
     frame.render_widget(Clear, rect);
     frame.render_widget(
         Paragraph::new(lines)

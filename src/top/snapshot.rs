@@ -137,7 +137,13 @@ fn headline(f: &Finding) -> Headline {
         title: f.title.clone(),
         severity: f.severity,
         culprit: f.culprit.name.clone(),
-        frames: f.culprit.frames.iter().take(CULPRIT_FRAMES).cloned().collect(),
+        frames: f
+            .culprit
+            .frames
+            .iter()
+            .take(CULPRIT_FRAMES)
+            .cloned()
+            .collect(),
         evidence: f
             .evidence
             .iter()
@@ -311,7 +317,11 @@ fn processes(threads: &[Row], r: &Report) -> Vec<Row> {
         e.exited &= t.exited;
         if let Some(site) = &t.wait_site {
             let waited = t.shares.lock + t.shares.waiting_for_work + t.shares.io + t.shares.poll;
-            *sites.entry(t.pid).or_default().entry(site.clone()).or_default() += waited;
+            *sites
+                .entry(t.pid)
+                .or_default()
+                .entry(site.clone())
+                .or_default() += waited;
         }
     }
     let mut out: Vec<Row> = by

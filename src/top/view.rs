@@ -257,7 +257,9 @@ mod tests {
         assert!(matches!(v.selected(&snap), Selected::Row(r) if r.tid == Some(4243)));
         v.key(Key::Char('k'), &snap);
         assert!(matches!(v.selected(&snap), Selected::Finding(0)));
-        for want in ["runq", "lock", "work", "io", "poll", "syscalls", "switches", "cpu"] {
+        for want in [
+            "runq", "lock", "work", "io", "poll", "syscalls", "switches", "cpu",
+        ] {
             v.key(Key::Char('s'), &snap);
             assert_eq!(v.sort.name(), want);
         }
@@ -294,7 +296,12 @@ mod tests {
     fn a_filter_is_typed_applied_and_cleared() {
         let snap = lock_story();
         let mut v = View::default();
-        for k in [Key::Char('/'), Key::Char('4'), Key::Char('2'), Key::Char('x')] {
+        for k in [
+            Key::Char('/'),
+            Key::Char('4'),
+            Key::Char('2'),
+            Key::Char('x'),
+        ] {
             v.key(k, &snap);
         }
         v.key(Key::Backspace, &snap);

@@ -121,8 +121,11 @@ fn loss_since(l: &KernelLoss, e: &KernelLoss) -> KernelLoss {
 /// reads of the same run): the threads that exited in between, and every
 /// counter's growth.
 pub fn since(later: &KernelCounters, earlier: &KernelCounters) -> KernelCounters {
-    let exited_before: std::collections::HashSet<(u32, u64)> =
-        earlier.exited_threads.iter().map(ThreadCounters::key).collect();
+    let exited_before: std::collections::HashSet<(u32, u64)> = earlier
+        .exited_threads
+        .iter()
+        .map(ThreadCounters::key)
+        .collect();
     let errnos_before: HashMap<(u32, u32), u64> = earlier
         .errnos
         .iter()
@@ -174,7 +177,11 @@ pub fn since(later: &KernelCounters, earlier: &KernelCounters) -> KernelCounters
                 .lock_waiters
                 .iter()
                 .map(|&(k, tid, n)| {
-                    (k, tid, n.saturating_sub(before.get(&(k, tid)).copied().unwrap_or(0)))
+                    (
+                        k,
+                        tid,
+                        n.saturating_sub(before.get(&(k, tid)).copied().unwrap_or(0)),
+                    )
                 })
                 .filter(|&(_, _, n)| n > 0)
                 .collect()
@@ -287,8 +294,11 @@ mod tests {
         later.loss.ringbuf_full = 2;
 
         let w = since(&later, &earlier);
-        let calls: Vec<(u32, u64, u64)> =
-            w.syscalls.iter().map(|s| (s.nr, s.calls, s.total_ns)).collect();
+        let calls: Vec<(u32, u64, u64)> = w
+            .syscalls
+            .iter()
+            .map(|s| (s.nr, s.calls, s.total_ns))
+            .collect();
         assert_eq!(calls, vec![(0, 15, 3000), (2, 1, 9)]);
         assert_eq!(w.syscalls[0].hist_log2_ns, vec![15, 0]);
         assert_eq!(w.errnos, vec![(0, 4, 1)]);

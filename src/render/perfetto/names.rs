@@ -82,9 +82,7 @@ impl<'a> Namer<'a> {
             (Some(l), Some(WaitClass::Contention) | None) => (format!("lock wait {l}"), "lock"),
             (Some(l), Some(c)) => (format!("{} {l}", c.name()), "lock"),
             // A sleep in the poll family is "poll".
-            (None, _) if crate::names::is_poll(&syscall) => {
-                (format!("poll {at}"), "poll")
-            }
+            (None, _) if crate::names::is_poll(&syscall) => (format!("poll {at}"), "poll"),
             (None, Some(WaitClass::Timer)) => (format!("sleep {at}"), "timer"),
             (None, Some(WaitClass::IoOrPeer)) => (format!("I/O {at}"), "io"),
             (None, _) if crate::names::moves_data(&syscall) => (format!("I/O {at}"), "io"),

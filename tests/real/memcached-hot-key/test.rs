@@ -112,7 +112,8 @@ fn memcached_top_shows_the_hot_key_lock_while_the_load_runs_and_not_after() {
     }
     let dir = tempfile::tempdir().unwrap();
     let lines = dir.path().join("top.jsonl");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real/memcached-hot-key/top-live");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real/memcached-hot-key/top-live");
     let out = Command::new(&script)
         .arg(&lines)
         .env("KERNTAX", env!("CARGO_BIN_EXE_kerntax"))
@@ -143,9 +144,16 @@ fn memcached_top_shows_the_hot_key_lock_while_the_load_runs_and_not_after() {
     // While it shows, the four workers are the busy rows, their syscalls
     // counted per thread.
     let busy = &windows[first + 1];
-    let workers: Vec<_> = busy.threads.iter().filter(|t| t.comm == "mc-worker").collect();
+    let workers: Vec<_> = busy
+        .threads
+        .iter()
+        .filter(|t| t.comm == "mc-worker")
+        .collect();
     assert_eq!(workers.len(), 4, "{:?}", busy.threads);
-    assert!(workers.iter().all(|w| w.syscalls_per_s > 1000.0), "{workers:?}");
+    assert!(
+        workers.iter().all(|w| w.syscalls_per_s > 1000.0),
+        "{workers:?}"
+    );
     // And nothing is idle-waiting called a lock wait once the load stopped.
     let after = windows.last().unwrap();
     assert!(after.findings.is_empty(), "{:?}", after.findings);
