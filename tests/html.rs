@@ -25,13 +25,7 @@ fn tool(candidates: &[&str]) -> Option<PathBuf> {
         }
     });
     if found.is_none() {
-        let must = std::env::var("KERNTAX_REQUIRE_BPF").as_deref() == Ok("1")
-            || std::env::var("CI").as_deref() == Ok("true");
-        assert!(
-            !must,
-            "{candidates:?} not installed (scripts/test.sh installs it)"
-        );
-        eprintln!("skipping: none of {candidates:?} installed");
+        unavailable(&format!("none of {candidates:?} is installed"));
     }
     found
 }

@@ -18,7 +18,7 @@ fn lab(name: &str) -> PathBuf {
 }
 
 /// The venv's Python with Perfetto's schema, or None (the test then
-/// skips, unless BPF tests are required, as in CI).
+/// skips, unless the whole suite must run: `common::unavailable`).
 fn perfetto_python() -> Option<PathBuf> {
     let python = std::env::var_os("KERNTAX_PERFETTO_PYTHON")
         .map(PathBuf::from)
@@ -35,14 +35,10 @@ fn perfetto_python() -> Option<PathBuf> {
     if ok {
         return Some(python);
     }
-    let why = format!(
-        "{} cannot import Perfetto's schema (scripts/test.sh sets up the venv)",
+    unavailable(&format!(
+        "{} cannot import Perfetto's schema",
         python.display()
-    );
-    if std::env::var("KERNTAX_REQUIRE_BPF").as_deref() == Ok("1") {
-        panic!("KERNTAX_REQUIRE_BPF=1 but {why}");
-    }
-    eprintln!("skipping: {why}");
+    ));
     None
 }
 

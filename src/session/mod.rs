@@ -38,7 +38,7 @@ pub use live::{Live, Watcher};
 use own::{Phases, clocks, monotonic_ns, peak_rss_bytes, self_cpu_ns};
 pub(crate) use parts::loss;
 use parts::{handle, interpreters, register_pythons};
-use signals::{Signals, finish_child, pidfd_ready, wait_readable};
+use signals::{Signals, exited, finish_child, wait_readable};
 
 pub enum What {
     Run(Vec<OsString>),
@@ -211,18 +211,9 @@ fn watch(
             probes.push(probe(collector, t0)?);
             next_probe += TIMELINE_INTERVAL;
         }
-        let exited = || {
-            if target.is_child {
-                let st = target.try_reap();
-                (st.is_some(), st)
-            } else {
-                (pidfd_ready(target.pidfd()), None)
-            }
-        };
         let end = if signals.take() {
             Some(EndReason::Interrupted)
-        } else if let (true, st) = exited() {
-            reaped = st;
+        } else if exited(target, &mut reaped) {
             Some(EndReason::TargetExited)
         } else if remaining.is_some_and(|r| r.is_zero()) {
             Some(EndReason::Duration)
@@ -367,7 +358,7 @@ pub fn profile_watched(
     let attach_ns = started.elapsed().as_nanos() as u64;
     phases.mark("start-up until the target runs");
     // Only CPU samples carry kernel stacks.
-    let mut kallsyms = LazyKallsyms::Loading(if opts.cpu_hz > 0 {
+    let mut kallsyms = LazyKallsyms::new(if opts.cpu_hz > 0 {
         Kallsyms::load_in_background()
     } else {
         std::thread::spawn(Kallsyms::default)

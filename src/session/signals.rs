@@ -100,7 +100,18 @@ pub(super) fn finish_child(
     }
 }
 
-pub(super) fn pidfd_ready(fd: i32) -> bool {
+/// Whether the target has exited; a command is reaped, its status put in
+/// `reaped`.
+pub(super) fn exited(target: &Target, reaped: &mut Option<ExitStatus>) -> bool {
+    if target.is_child {
+        *reaped = target.try_reap();
+        reaped.is_some()
+    } else {
+        pidfd_ready(target.pidfd())
+    }
+}
+
+fn pidfd_ready(fd: i32) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,

@@ -28,37 +28,36 @@ pub struct Kallsyms {
 
 /// The kernel's symbols, loading in the background until first needed:
 /// at the end of a run, or at a live view's first window.
-pub enum LazyKallsyms {
-    Loading(JoinHandle<Kallsyms>),
-    Ready(Kallsyms),
+pub struct LazyKallsyms {
+    loading: Option<JoinHandle<Kallsyms>>,
+    ready: Kallsyms,
 }
 
 impl LazyKallsyms {
+    pub fn new(loading: JoinHandle<Kallsyms>) -> LazyKallsyms {
+        LazyKallsyms {
+            loading: Some(loading),
+            ready: Kallsyms::default(),
+        }
+    }
+
     /// The symbols if they are loaded, without waiting: a live view's
     /// windows name kernel frames once they are (the loading thread runs
     /// at idle priority, which a busy target can starve for seconds).
     pub fn try_get(&mut self) -> Option<&Kallsyms> {
-        match self {
-            LazyKallsyms::Loading(h) if !h.is_finished() => None,
-            _ => Some(self.get()),
+        if self.loading.as_ref().is_some_and(|h| !h.is_finished()) {
+            return None;
         }
+        Some(self.get())
     }
 
     /// The symbols, waiting for them the first time (none if loading
     /// failed).
     pub fn get(&mut self) -> &Kallsyms {
-        if let LazyKallsyms::Loading(_) = self {
-            let LazyKallsyms::Loading(h) =
-                std::mem::replace(self, LazyKallsyms::Ready(Kallsyms::default()))
-            else {
-                unreachable!()
-            };
-            *self = LazyKallsyms::Ready(h.join().unwrap_or_default());
+        if let Some(h) = self.loading.take() {
+            self.ready = h.join().unwrap_or_default();
         }
-        match self {
-            LazyKallsyms::Ready(k) => k,
-            LazyKallsyms::Loading(_) => unreachable!("replaced above"),
-        }
+        &self.ready
     }
 }
 

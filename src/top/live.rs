@@ -15,6 +15,7 @@ use crate::report::{EndReason, Mode, Profiler, Report, Sampling, Timeline};
 use crate::session::Live;
 use crate::stacks::jit;
 use crate::stacks::kallsyms::Kallsyms;
+use crate::tally::SampleTally;
 
 use super::window;
 
@@ -52,20 +53,27 @@ impl Windows {
         self.start.is_some()
     }
 
+    /// Where a window ends and the next begins: the threads' snapshot
+    /// (first: it moves their pending off-CPU time into the maps the
+    /// counters read), the counters, and the samples since the last mark.
+    fn mark(live: &mut Live<'_, '_>) -> Result<(Start, SampleTally)> {
+        let threads = live.collector.snapshot_flushing()?;
+        let counters = live.collector.counters()?;
+        let start = Start {
+            counters,
+            threads,
+            at: Instant::now(),
+        };
+        Ok((start, live.take_window()))
+    }
+
     /// Begins the first window now; the samples before it are dropped.
     pub fn begin(&mut self, live: &mut Live<'_, '_>) -> Result<()> {
         // Windows name mostly the same frames, once a second.
         live.unwinding
             .names_cache
             .get_or_insert_with(Default::default);
-        let threads = live.collector.snapshot_flushing()?;
-        let counters = live.collector.counters()?;
-        live.take_window();
-        self.start = Some(Start {
-            counters,
-            threads,
-            at: Instant::now(),
-        });
+        self.start = Some(Self::mark(live)?.0);
         Ok(())
     }
 
@@ -75,19 +83,16 @@ impl Windows {
             self.begin(live)?;
         }
         let start = self.start.take().expect("begun above");
-        // Snapshot first: it moves the threads' pending off-CPU time into
-        // the maps the counters read.
-        let threads_now = live.collector.snapshot_flushing()?;
-        let counters = live.collector.counters()?;
-        let at = Instant::now();
-        let tally = live.take_window();
-        let kernel = window::since(&counters, &start.counters);
-        let (threads, _) = thread_usage(&start.threads, &kernel.exited_threads, &threads_now);
-        let duration_ns = at.duration_since(start.at).as_nanos().max(1) as u64;
-        let kernel_stacks = match live.kallsyms.try_get() {
-            Some(k) => k.name_stacks(&live.collector.kernel_stacks()),
-            None => Kallsyms::default().name_stacks(&live.collector.kernel_stacks()),
-        };
+        let (next, tally) = Self::mark(live)?;
+        let kernel = window::since(&next.counters, &start.counters);
+        let (threads, _) = thread_usage(&start.threads, &kernel.exited_threads, &next.threads);
+        let duration_ns = next.at.duration_since(start.at).as_nanos().max(1) as u64;
+        let none = Kallsyms::default();
+        let kernel_stacks = live
+            .kallsyms
+            .try_get()
+            .unwrap_or(&none)
+            .name_stacks(&live.collector.kernel_stacks());
         let a = analyze::run(
             &kernel,
             &tally,
@@ -106,11 +111,7 @@ impl Windows {
             0,
             &jit::Gathered::default(),
         );
-        self.start = Some(Start {
-            counters,
-            threads: threads_now,
-            at,
-        });
+        self.start = Some(next);
         let s = &self.session;
         Ok(build(Inputs {
             mode: s.mode,

@@ -52,11 +52,8 @@ pub fn frame(snap: &Snapshot, view: &View) -> String {
             first_sentence(&f.remedy)
         );
     }
-    let (id, rows) = if view.threads {
-        ("TID", view.rows(snap))
-    } else {
-        ("PID", view.rows(snap))
-    };
+    let id = if view.threads { "TID" } else { "PID" };
+    let rows = view.rows(snap);
     let _ = writeln!(
         out,
         "{id:>8} {:<15} {:<5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8}  WAIT SITE",
@@ -73,20 +70,19 @@ pub fn frame(snap: &Snapshot, view: &View) -> String {
         "ICSW/s"
     );
     for r in rows.iter().take(FRAME_ROWS) {
-        let s = &r.shares;
-        let p = |x: f64| format!("{:.1}", x * 100.0);
+        let [cpu, runq, lock, work, io, poll] = r.shares.percents();
         let _ = writeln!(
             out,
             "{:>8} {:<15} {:<5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>8}  {}",
             r.tid.unwrap_or(r.pid),
             r.comm,
             r.state,
-            p(s.on_cpu),
-            p(s.run_queue),
-            p(s.lock),
-            p(s.waiting_for_work),
-            p(s.io),
-            p(s.poll),
+            cpu,
+            runq,
+            lock,
+            work,
+            io,
+            poll,
             short(r.syscalls_per_s),
             short(r.voluntary_switches_per_s),
             short(r.involuntary_switches_per_s),

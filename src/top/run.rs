@@ -136,7 +136,8 @@ impl Drop for TermGuard {
 struct Screen {
     pace: Pace,
     view: View,
-    shown: Option<Snapshot>,
+    /// The window on screen (`waiting()` until the first one ends).
+    shown: Snapshot,
     term: ratatui::DefaultTerminal,
     /// Input wakes the loop through this fd (stdin when it is the
     /// terminal); else the keys are read on a short tick.
@@ -171,15 +172,7 @@ fn key_of(ev: TermEvent) -> Option<Key> {
 
 impl Screen {
     fn draw(&mut self) -> Result<()> {
-        let placeholder;
-        let snap = match &self.shown {
-            Some(s) => s,
-            None => {
-                placeholder = waiting();
-                &placeholder
-            }
-        };
-        let view = &self.view;
+        let (snap, view) = (&self.shown, &self.view);
         self.term
             .draw(|f| super::screen::draw(f, snap, view))
             .context("drawing the screen")?;
@@ -196,9 +189,8 @@ impl Screen {
             let ev = event::read().context("reading the terminal")?;
             any = true;
             if let Some(k) = key_of(ev) {
-                let snap = self.shown.clone().unwrap_or_else(waiting);
-                self.view.key(k, &snap);
-                self.view.clamp(&snap);
+                self.view.key(k, &self.shown);
+                self.view.clamp(&self.shown);
             }
         }
         Ok(any)
@@ -239,16 +231,17 @@ impl Watcher for Screen {
     fn tick(&mut self, live: &mut Live<'_, '_>) -> Result<bool> {
         let mut redraw = self.keys(Duration::ZERO)?;
         if let Some(snap) = self.pace.due(live)? {
-            if !self.view.paused || self.shown.is_none() {
+            // Paused, the screen keeps its window (the first one shows).
+            if !self.view.paused || self.pace.frames == 1 {
                 self.view.clamp(&snap);
-                self.shown = Some(snap);
+                self.shown = snap;
             }
             redraw = true;
         }
         if self.view.quit {
             return Ok(false);
         }
-        if redraw || self.shown.is_none() && self.pace.frames == 0 {
+        if redraw {
             self.draw()?;
         }
         Ok(!self.pace.done())
@@ -259,12 +252,9 @@ impl Watcher for Screen {
             return Ok(());
         }
         if self.pace.windows.started() {
-            let snap = self.pace.window(live)?;
-            self.shown = Some(snap);
+            self.shown = self.pace.window(live)?;
         }
-        let mut snap = self.shown.take().unwrap_or_else(waiting);
-        snap.ended = Some(ended_words(why));
-        self.shown = Some(snap);
+        self.shown.ended = Some(ended_words(why));
         // The last screen stays until the user leaves it.
         self.draw()?;
         while !self.view.quit && !self.stop.load(Ordering::Relaxed) {
@@ -350,7 +340,7 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
         let mut w = Screen {
             pace,
             view: View::default(),
-            shown: None,
+            shown: waiting(),
             term,
             input_fd: std::io::IsTerminal::is_terminal(&stdin).then_some(stdin.as_raw_fd()),
             stop,

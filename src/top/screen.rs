@@ -21,10 +21,6 @@ pub const WIDE_COLUMNS: u16 = 100;
 /// Findings listed at most in the header (the rest: "+N more").
 pub const HEADER_FINDINGS: usize = 4;
 
-fn pct(share: f64) -> String {
-    format!("{:.1}", share * 100.0)
-}
-
 fn state_style(state: &str) -> Style {
     match state {
         "lock" => Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
@@ -144,19 +140,9 @@ fn cells(r: &Row, wide: bool, threads: bool) -> Vec<Cell<'static>> {
     } else {
         c.push(num(r.threads.to_string()));
     }
-    let s = &r.shares;
     c.push(Cell::from(r.comm.clone()));
     c.push(Cell::from(r.state.clone()).style(state_style(&r.state)));
-    for x in [
-        s.on_cpu,
-        s.run_queue,
-        s.lock,
-        s.waiting_for_work,
-        s.io,
-        s.poll,
-    ] {
-        c.push(num(pct(x)));
-    }
+    c.extend(r.shares.percents().map(num));
     c.push(num(short(r.syscalls_per_s)));
     if wide {
         c.push(num(short(r.voluntary_switches_per_s)));

@@ -42,6 +42,20 @@ impl Shares {
         self.sleep += o.sleep;
     }
 
+    /// The columns every view shows, as percents with one decimal: on a
+    /// CPU, run queue, lock, waiting for work, I/O, poll.
+    pub fn percents(&self) -> [String; 6] {
+        [
+            self.on_cpu,
+            self.run_queue,
+            self.lock,
+            self.waiting_for_work,
+            self.io,
+            self.poll,
+        ]
+        .map(|x| format!("{:.1}", x * 100.0))
+    }
+
     /// The largest share's name, the row's state; "idle" under
     /// MIN_STATE_SHARE of the window per thread.
     pub fn state(&self, threads: u32) -> &'static str {

@@ -34,6 +34,16 @@ pub fn bpf_available() -> bool {
     false
 }
 
+/// A program or set-up a test needs is missing: a failure where the whole
+/// suite must run (KERNTAX_REQUIRE_BPF=1 or CI=true, as in CI), else the
+/// test skips, saying `why`.
+pub fn unavailable(why: &str) {
+    let must = std::env::var("KERNTAX_REQUIRE_BPF").as_deref() == Ok("1")
+        || std::env::var("CI").as_deref() == Ok("true");
+    assert!(!must, "{why} (scripts/test.sh sets it up)");
+    eprintln!("skipping: {why}");
+}
+
 pub struct Profiled {
     pub output: Output,
     pub report: Report,
