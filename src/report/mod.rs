@@ -963,6 +963,50 @@ impl Loss {
     pub fn total(&self) -> u64 {
         self.nonzero().iter().map(|(_, c)| c).sum()
     }
+
+    /// What was lost between `earlier` and `self`, two reads of one run's
+    /// counters (they only grow): every counter's growth.
+    pub fn since(&self, earlier: &Loss) -> Loss {
+        let mut now = serde_json::to_value(self).expect("loss counters serialize");
+        let before = serde_json::to_value(earlier).expect("loss counters serialize");
+        if let Some(fields) = now.as_object_mut() {
+            for (k, v) in fields {
+                if let (Some(n), Some(b)) = (v.as_u64(), before[k.as_str()].as_u64()) {
+                    *v = n.saturating_sub(b).into();
+                }
+            }
+        }
+        serde_json::from_value(now).expect("loss counters deserialize")
+    }
+}
+
+#[cfg(test)]
+mod loss_tests {
+    use super::Loss;
+
+    #[test]
+    fn losses_since_an_earlier_read_are_each_counters_growth() {
+        let earlier = Loss {
+            ringbuf_full: 3,
+            stacks_truncated: 10,
+            ..Loss::default()
+        };
+        let later = Loss {
+            ringbuf_full: 5,
+            stacks_truncated: 10,
+            maps_unavailable: 1,
+            ..Loss::default()
+        };
+        assert_eq!(
+            later.since(&earlier),
+            Loss {
+                ringbuf_full: 2,
+                maps_unavailable: 1,
+                ..Loss::default()
+            }
+        );
+        assert_eq!(later.since(&later).total(), 0);
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 //! the same rules on the window's figures, so they appear and go away as
 //! the program changes.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -11,7 +12,7 @@ use anyhow::Result;
 use crate::analyze::{self, aggregate::thread_usage};
 use crate::model::{KernelCounters, ThreadCounters};
 use crate::report::build::{Inputs, build};
-use crate::report::{EndReason, Mode, Profiler, Report, Sampling, Timeline};
+use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling, Timeline};
 use crate::session::Live;
 use crate::stacks::jit;
 use crate::stacks::kallsyms::Kallsyms;
@@ -23,6 +24,9 @@ use super::window;
 struct Start {
     counters: KernelCounters,
     threads: Vec<ThreadCounters>,
+    /// The run's losses so far: the kernel's and the unwinder's (the
+    /// window's are their growth, `Loss::since`).
+    loss: Loss,
     at: Instant,
 }
 
@@ -59,9 +63,19 @@ impl Windows {
     fn mark(live: &mut Live<'_, '_>) -> Result<(Start, SampleTally)> {
         let threads = live.collector.snapshot_flushing()?;
         let counters = live.collector.counters()?;
+        let loss = crate::session::loss(
+            &counters.loss,
+            0,
+            live.unwinding,
+            0,
+            0,
+            0,
+            &jit::Gathered::default(),
+        );
         let start = Start {
             counters,
             threads,
+            loss,
             at: Instant::now(),
         };
         Ok((start, live.take_window()))
@@ -87,12 +101,21 @@ impl Windows {
         let kernel = window::since(&next.counters, &start.counters);
         let (threads, _) = thread_usage(&start.threads, &kernel.exited_threads, &next.threads);
         let duration_ns = next.at.duration_since(start.at).as_nanos().max(1) as u64;
+        // The map holds the run's kernel stacks: the window's samples' are
+        // named (and their unnamed frames counted), not all of them again.
+        let used: HashSet<i32> = tally
+            .cpu
+            .keys()
+            .filter_map(|(_, c, _)| c.kernel_stack)
+            .collect();
+        let mut stacks = live.collector.kernel_stacks();
+        stacks.retain(|id, _| used.contains(id));
         let none = Kallsyms::default();
         let kernel_stacks = live
             .kallsyms
             .try_get()
             .unwrap_or(&none)
-            .name_stacks(&live.collector.kernel_stacks());
+            .name_stacks(&stacks);
         let a = analyze::run(
             &kernel,
             &tally,
@@ -102,15 +125,11 @@ impl Windows {
             duration_ns,
             self.session.cpu_hz,
         );
-        let loss = crate::session::loss(
-            &kernel.loss,
-            0,
-            live.unwinding,
-            a.unresolved_frames,
-            0,
-            0,
-            &jit::Gathered::default(),
-        );
+        // The frames this window's analysis could not name are its own.
+        let loss = Loss {
+            frames_unsymbolized: a.unresolved_frames,
+            ..next.loss.since(&start.loss)
+        };
         self.start = Some(next);
         let s = &self.session;
         Ok(build(Inputs {
