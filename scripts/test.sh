@@ -32,7 +32,21 @@ if ! "$perfetto_venv/bin/python" -c 'import perfetto.protos.perfetto.trace.perfe
         echo "kerntax setup: could not install perfetto; tests/perfetto.rs will say so" >&2
 fi
 export KERNTAX_PERFETTO_PYTHON=$perfetto_venv/bin/python
+# tests/agent.rs pushes to a real Parca server, built once per machine into
+# a cache keyed by its version (scripts/parca.sh; ~6 min and ~2.3 GB of Go
+# modules the first time), alongside kerntax's own build.
+parca_log=$(mktemp)
+scripts/parca.sh >"$parca_log.path" 2>"$parca_log" &
+parca_build=$!
 cargo build --release --quiet
+if wait "$parca_build"; then
+    KERNTAX_PARCA=$(tail -n 1 "$parca_log.path")
+    export KERNTAX_PARCA
+else
+    tail -n 20 "$parca_log" >&2
+    echo "kerntax setup: could not build Parca; tests/agent.rs will say so" >&2
+fi
+rm -f "$parca_log" "$parca_log.path"
 # One test at a time: the tests that check no BPF program is left behind
 # must not see another test's kerntax.
 # Arguments go to cargo test (e.g. `--test real` runs one test binary).

@@ -155,6 +155,59 @@ enum Command {
         cmd: Vec<OsString>,
     },
     /// Run the built-in lab: each scenario's bad and fixed variant, profiled.
+    /// Keep profiling a process and push a profile of every window to
+    /// Parca or Grafana Pyroscope, with the window's findings.
+    #[command(
+        after_help = "The backend is chosen by --backend, else by the URL: a path ending \
+        in /api/profiles/writeraw is Parca, /push.v1.PusherService/Push Pyroscope; else port \
+        4040 is Pyroscope and any other Parca.\n\n\
+        Examples:\n  \
+        kerntax agent -p $(pidof icinga2) --push http://127.0.0.1:7070\n  \
+        kerntax agent --push http://pyroscope:4040 --service-name api --label env=prod -- ./server"
+    )]
+    Agent {
+        /// The backend's URL.
+        #[arg(long, value_name = "URL")]
+        push: String,
+        /// parca or pyroscope (default: from the URL).
+        #[arg(long, value_name = "KIND", value_parser = parse_backend)]
+        backend: Option<crate::agent::backend::Kind>,
+        /// The process to profile, with its threads and children.
+        #[arg(short = 'p', long = "pid", value_name = "PID")]
+        pid: Option<u32>,
+        /// Seconds per window, one push each.
+        #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_secs)]
+        interval: Duration,
+        /// The service_name (and job) label (default: the command's or the
+        /// process's name).
+        #[arg(long, value_name = "NAME")]
+        service_name: Option<String>,
+        /// An extra series label (repeatable).
+        #[arg(long = "label", value_name = "NAME=VALUE",
+              value_parser = crate::agent::labels::parse_user_label)]
+        labels: Vec<(String, String)>,
+        /// X-Scope-OrgID, for a multi-tenant Pyroscope.
+        #[arg(long, value_name = "ID")]
+        tenant: Option<String>,
+        /// Stop after this many seconds (default: until Ctrl-C or the
+        /// target's exit).
+        #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+        duration: Option<Duration>,
+        /// One JSON object per window on stdout instead of a line on stderr.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, value_name = "HZ", default_value_t = crate::session::DEFAULT_CPU_HZ,
+              value_parser = clap::value_parser!(u64).range(0..=10_000))]
+        sample_hz: u64,
+        #[arg(long)]
+        no_interpreter_frames: bool,
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        cmd: Vec<OsString>,
+    },
     #[command(after_help = "Examples:\n  \
         kerntax demo                       every story, one screen each\n  \
         kerntax demo zabbix-config -v      one story, with its whole reports")]
@@ -198,6 +251,11 @@ enum Command {
     },
 }
 
+fn parse_backend(s: &str) -> Result<crate::agent::backend::Kind, String> {
+    crate::agent::backend::Kind::parse(s)
+        .ok_or_else(|| format!("{s:?}: the backend is parca or pyroscope"))
+}
+
 fn parse_secs(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .trim_end_matches('s')
@@ -223,6 +281,7 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
         target_quiet: None,
         interpreter_frames: !opts.no_interpreter_frames,
         sched_trace: opts.perfetto.is_some(),
+        windows_only: false,
     };
     let outcome = session::profile(what, &options, started)?;
     // Like strace -c and perf stat: the report goes to stderr, leaving the
@@ -248,6 +307,24 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
     Ok(outcome.exit_code)
 }
 
+/// The target of `top` or `agent`: a process or a command, one of them.
+fn target_of(verb: &str, pid: Option<u32>, cmd: Vec<OsString>) -> anyhow::Result<What> {
+    match (pid, cmd.is_empty()) {
+        (Some(pid), true) => Ok(What::Attach(pid)),
+        (None, false) => Ok(What::Run(cmd)),
+        (Some(_), false) => Err(crate::error::Exit::new(
+            2,
+            format!("{verb} watches a process (-p PID) or a command (-- CMD), not both"),
+        )
+        .into()),
+        (None, true) => Err(crate::error::Exit::new(
+            2,
+            format!("{verb} needs a process (-p PID) or a command (-- CMD)"),
+        )
+        .into()),
+    }
+}
+
 fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run { opts, cmd } => profile(What::Run(cmd), opts, started),
@@ -263,24 +340,7 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
             files,
             cmd,
         } => {
-            let what = match (pid, cmd.is_empty()) {
-                (Some(pid), true) => What::Attach(pid),
-                (None, false) => What::Run(cmd),
-                (Some(_), false) => {
-                    return Err(crate::error::Exit::new(
-                        2,
-                        "top watches a process (-p PID) or a command (-- CMD), not both",
-                    )
-                    .into());
-                }
-                (None, true) => {
-                    return Err(crate::error::Exit::new(
-                        2,
-                        "top needs a process (-p PID) or a command (-- CMD)",
-                    )
-                    .into());
-                }
-            };
+            let what = target_of("top", pid, cmd)?;
             crate::top::run::top(
                 crate::top::run::TopOptions {
                     what,
@@ -290,6 +350,49 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
                     cpu_hz: sample_hz,
                     interpreter_frames: !no_interpreter_frames,
                     outputs: files.outputs(report_json),
+                },
+                started,
+            )
+        }
+        Command::Agent {
+            push,
+            backend,
+            pid,
+            interval,
+            service_name,
+            labels,
+            tenant,
+            duration,
+            json,
+            sample_hz,
+            no_interpreter_frames,
+            cmd,
+        } => {
+            let what = target_of("agent", pid, cmd)?;
+            let backend = crate::agent::backend::Backend::at(&push, backend, tenant)
+                .map_err(|e| crate::error::Exit::new(2, format!("--push {e}")))?;
+            if labels.len() > crate::agent::labels::MAX_USER_LABELS {
+                return Err(crate::error::Exit::new(
+                    2,
+                    format!(
+                        "at most {} --label (a series has at most {} labels)",
+                        crate::agent::labels::MAX_USER_LABELS,
+                        crate::agent::labels::MAX_LABELS
+                    ),
+                )
+                .into());
+            }
+            crate::agent::run::agent(
+                crate::agent::run::AgentOptions {
+                    what,
+                    backend,
+                    interval,
+                    service_name,
+                    labels,
+                    duration,
+                    json,
+                    cpu_hz: sample_hz,
+                    interpreter_frames: !no_interpreter_frames,
                 },
                 started,
             )

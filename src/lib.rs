@@ -5,6 +5,7 @@
 //! (the JSON contract) -> `findings` -> `render`. `session` runs one profile
 //! end to end; `cli` is the front door.
 
+pub mod agent;
 pub mod analyze;
 pub mod cli;
 pub mod collect;

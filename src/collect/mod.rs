@@ -8,6 +8,7 @@
 pub mod bpf;
 pub mod cpu;
 pub mod events;
+pub mod evict;
 pub mod trace;
 
 use std::cell::RefCell;
@@ -305,6 +306,34 @@ impl<'obj> Collector<'obj> {
             .collect()
     }
 
+    /// Deletes the kernel stacks whose ids are not in `keep` (those of a
+    /// windows-only session's last window) and returns them: a sample still
+    /// in the ring buffer may name one, so the caller keeps them a window.
+    pub fn evict_kernel_stacks(
+        &self,
+        keep: &std::collections::HashSet<i32>,
+    ) -> HashMap<i32, Vec<u64>> {
+        let map = &self.skel.maps.kt_kstacks;
+        let mut out = HashMap::new();
+        for key in map.keys().collect::<Vec<_>>() {
+            let Some(value) = map.lookup(&key, MapFlags::ANY).ok().flatten() else {
+                continue;
+            };
+            let Some(id) = value
+                .get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map(i32::from_ne_bytes)
+            else {
+                continue;
+            };
+            if !keep.contains(&id) && map.delete(&key).is_ok() {
+                let ips = key.chunks_exact(8).map(read_u64).take_while(|&ip| ip != 0);
+                out.insert(id, ips.collect());
+            }
+        }
+        out
+    }
+
     /// How syscall entries are chosen for a stack sample, in words.
     pub fn sampling_policy(&self) -> String {
         let rodata = self
@@ -399,6 +428,27 @@ impl<'obj> Collector<'obj> {
 
     /// Reads the final counters. Call after `stop`.
     pub fn counters(&self) -> Result<KernelCounters> {
+        self.read_counters(None, &mut evict::Evicted::default())
+    }
+
+    /// Reads the counters, deleting the entries that did not move since
+    /// `earlier` (the last read) from their maps and from the result
+    /// (`evict`): for a windows-only session.
+    pub fn counters_evicting(
+        &self,
+        earlier: &KernelCounters,
+    ) -> Result<(KernelCounters, evict::Evicted)> {
+        let mut evicted = evict::Evicted::default();
+        let idle = evict::Earlier::of(earlier);
+        let c = self.read_counters(Some(&idle), &mut evicted)?;
+        Ok((c, evicted))
+    }
+
+    fn read_counters(
+        &self,
+        idle: Option<&evict::Earlier<'_>>,
+        evicted: &mut evict::Evicted,
+    ) -> Result<KernelCounters> {
         let maps = &self.skel.maps;
         let mut syscalls = Vec::new();
         for nr in 0..maps.kt_syscalls.max_entries() {
@@ -432,14 +482,20 @@ impl<'obj> Collector<'obj> {
         }
 
         let mut exited_threads = Vec::new();
-        for key in maps.kt_exited.keys() {
+        for key in maps.kt_exited.keys().collect::<Vec<_>>() {
             if let Some(v) = maps.kt_exited.lookup(&key, MapFlags::ANY)? {
-                exited_threads.push(thread_counters(&v));
+                let t = thread_counters(&v);
+                if idle.is_some_and(|e| e.exited.contains(&t.key())) {
+                    let _ = maps.kt_exited.delete(&key);
+                    evicted.exited_threads += 1;
+                    continue;
+                }
+                exited_threads.push(t);
             }
         }
 
         let mut locks = Vec::new();
-        for key in maps.kt_locks.keys() {
+        for key in maps.kt_locks.keys().collect::<Vec<_>>() {
             let mut k = types::kt_lock_key::default();
             plain::copy_from_bytes(&mut k, &key).expect("lock key size");
             let Some(lock) = events::lock_key(&k) else {
@@ -453,10 +509,15 @@ impl<'obj> Collector<'obj> {
             {
                 total.merge(&lock_counters(&bytes));
             }
+            if idle.is_some_and(|e| e.locks.get(&lock) == Some(&&total)) {
+                let _ = maps.kt_locks.delete(&key);
+                evicted.locks += 1;
+                continue;
+            }
             locks.push((lock, total));
         }
         let mut lock_waiters = Vec::new();
-        for key in maps.kt_lock_threads.keys() {
+        for key in maps.kt_lock_threads.keys().collect::<Vec<_>>() {
             let mut k = types::kt_lock_thread_key::default();
             plain::copy_from_bytes(&mut k, &key).expect("lock thread key size");
             let waits = maps
@@ -464,12 +525,17 @@ impl<'obj> Collector<'obj> {
                 .lookup(&key, MapFlags::ANY)?
                 .map_or(0, |v| read_u64(&v));
             if let Some(lock) = events::lock_key(&k.lock) {
+                if idle.is_some_and(|e| e.lock_waiters.get(&(lock, k.tid)) == Some(&waits)) {
+                    let _ = maps.kt_lock_threads.delete(&key);
+                    evicted.lock_waiters += 1;
+                    continue;
+                }
                 lock_waiters.push((lock, k.tid, waits));
             }
         }
 
         let mut offcpu = Vec::new();
-        for key in maps.kt_offcpu.keys() {
+        for key in maps.kt_offcpu.keys().collect::<Vec<_>>() {
             let mut k = types::kt_offcpu_key::default();
             plain::copy_from_bytes(&mut k, &key).expect("off-CPU key size");
             let Some(v) = maps.kt_offcpu.lookup(&key, MapFlags::ANY)? else {
@@ -485,6 +551,12 @@ impl<'obj> Collector<'obj> {
                 _ => continue,
             };
             let t = time_count(&v);
+            if idle.is_some_and(|e| e.offcpu.get(&(k.pid, k.tid, reason)) == Some(&(t.ns, t.count)))
+            {
+                let _ = maps.kt_offcpu.delete(&key);
+                evicted.offcpu += 1;
+                continue;
+            }
             offcpu.push(OffCpuCounters {
                 pid: k.pid,
                 tid: k.tid,
@@ -494,7 +566,7 @@ impl<'obj> Collector<'obj> {
             });
         }
         let mut wakeups = Vec::new();
-        for key in maps.kt_wakeups.keys() {
+        for key in maps.kt_wakeups.keys().collect::<Vec<_>>() {
             let mut k = types::kt_wakeup_key::default();
             plain::copy_from_bytes(&mut k, &key).expect("wake-up key size");
             let Some(v) = maps.kt_wakeups.lookup(&key, MapFlags::ANY)? else {
@@ -502,13 +574,28 @@ impl<'obj> Collector<'obj> {
             };
             let t = time_count(&v);
             let comm: Vec<u8> = k.waker_comm.iter().map(|&c| c as u8).collect();
+            let waker_nr = (k.waker_nr != u32::MAX).then_some(k.waker_nr);
+            let pair = (
+                k.waker_pid,
+                k.waker_tid,
+                k.woken_pid,
+                k.woken_tid,
+                waker_nr,
+                k.waker_flags & 1 != 0,
+                k.waker_flags & 2 != 0,
+            );
+            if idle.is_some_and(|e| e.wakeups.get(&pair) == Some(&(t.count, t.ns))) {
+                let _ = maps.kt_wakeups.delete(&key);
+                evicted.wakeups += 1;
+                continue;
+            }
             wakeups.push(WakeupCounters {
                 waker_pid: k.waker_pid,
                 waker_tid: k.waker_tid,
                 waker_comm: c_string(&comm),
                 waker_tracked: k.waker_flags & 1 != 0,
                 waker_kernel: k.waker_flags & 2 != 0,
-                waker_nr: (k.waker_nr != u32::MAX).then_some(k.waker_nr),
+                waker_nr,
                 woken_pid: k.woken_pid,
                 woken_tid: k.woken_tid,
                 count: t.count,
@@ -517,7 +604,7 @@ impl<'obj> Collector<'obj> {
         }
 
         let mut polls = Vec::new();
-        for key in maps.kt_polls.keys() {
+        for key in maps.kt_polls.keys().collect::<Vec<_>>() {
             let mut k = types::kt_poll_key::default();
             plain::copy_from_bytes(&mut k, &key).expect("poll key size");
             let mut c = PollCounters {
@@ -540,6 +627,11 @@ impl<'obj> Collector<'obj> {
                 c.errors += v.errors;
                 c.total_ns += v.total_ns;
                 c.cpu_ns += v.cpu_ns;
+            }
+            if idle.is_some_and(|e| e.polls.get(&(c.pid, c.nr)) == Some(&&c)) {
+                let _ = maps.kt_polls.delete(&key);
+                evicted.polls += 1;
+                continue;
             }
             polls.push(c);
         }

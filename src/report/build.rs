@@ -442,6 +442,7 @@ pub(crate) mod tests {
                 kernel: "k".into(),
                 window_cpu_ns: 3,
                 held: [("stacks".to_string(), 4)].into_iter().collect(),
+                started_unix_ns: 1_764_000_000_000_000_000,
                 programs: vec![crate::model::ProgramCost {
                     name: "kt_sys_enter".into(),
                     runs: 10,

@@ -1030,4 +1030,9 @@ pub struct Profiler {
     /// each tally's keys...): what its memory grows with on a long attach.
     #[serde(default)]
     pub held: BTreeMap<String, u64>,
+    /// When profiling began, ns since the Unix epoch (0: not known, as in
+    /// reports written before it was kept): the time a pprof is stamped
+    /// with, which continuous-profiling backends file it under.
+    #[serde(default)]
+    pub started_unix_ns: u64,
 }

@@ -7,7 +7,7 @@
 //! BPF links, so nothing stays attached whatever happens.
 
 mod live;
-mod own;
+pub(crate) mod own;
 mod parts;
 mod signals;
 
@@ -63,6 +63,11 @@ pub struct Options {
     /// Stream a record per scheduling event of the target's threads, for
     /// `--perfetto` (off: the BPF programs skip it as dead code).
     pub sched_trace: bool,
+    /// Keep only the watcher's windows, not the whole run's samples (an
+    /// agent runs for days; its windows are what it reports, so the run's
+    /// own tally would only grow). The final report then has the run's
+    /// counters but no stacks.
+    pub windows_only: bool,
 }
 
 /// The default on-CPU sampling rate: off the beat of 100 Hz timers.
@@ -77,6 +82,7 @@ impl Default for Options {
             target_quiet: None,
             interpreter_frames: true,
             sched_trace: false,
+            windows_only: false,
         }
     }
 }
@@ -167,6 +173,7 @@ fn watch(
     cpus: u32,
     mut watcher: Option<&mut dyn Watcher>,
     tracing: bool,
+    windows_only: bool,
 ) -> Result<Window> {
     let Start {
         t0,
@@ -202,7 +209,8 @@ fn watch(
         }
         wait_readable(&fds, Some(remaining.map_or(wait, |r| r.min(wait))));
         let windowed = watcher.is_some().then_some(&mut window);
-        handle(collector.drain()?, unwinding, &mut tally, windowed);
+        let whole = (!windows_only).then_some(&mut tally);
+        handle(collector.drain()?, unwinding, whole, windowed);
         if let Some(t) = &mut sched_trace {
             t.add(collector.take_trace());
         }
@@ -383,6 +391,7 @@ pub fn profile_watched(
         cpus,
         watcher,
         opts.sched_trace,
+        opts.windows_only,
     )?;
     phases.mark("profiling");
     // The report names its stacks afresh (a live view's cache of names
@@ -398,7 +407,7 @@ pub fn profile_watched(
     // longer counted, so unwinding the ring's last samples first (tens of
     // ms on a busy machine) made their sleeps fall short of their switches.
     let live = collector.snapshot()?;
-    handle(last_events, &mut unwinding, &mut window.tally, None);
+    handle(last_events, &mut unwinding, Some(&mut window.tally), None);
     let window_cpu_ns = self_cpu_ns().saturating_sub(cpu_at_start_ns);
     let programs = collector.program_costs();
     let mut rest = Vec::new();
@@ -506,6 +515,7 @@ pub fn profile_watched(
             window_cpu_ns,
             programs,
             held,
+            started_unix_ns: own::unix_ns(started_at),
         },
         cpus,
     });

@@ -14,7 +14,7 @@ pub(super) fn self_usage() -> libc::rusage {
 }
 
 /// kerntax's own CPU time so far (user + system).
-pub(super) fn self_cpu_ns() -> u64 {
+pub fn self_cpu_ns() -> u64 {
     let ru = self_usage();
     let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
     ns(ru.ru_utime) + ns(ru.ru_stime)
@@ -26,7 +26,7 @@ pub(super) fn peak_rss_bytes() -> u64 {
 
 /// A `kB` field of /proc/self/status (0 if unreadable): for the debug
 /// print of each phase's memory.
-pub(super) fn self_status_kib(field: &str) -> u64 {
+pub fn self_status_kib(field: &str) -> u64 {
     crate::target::status_field("self", field)
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
@@ -80,4 +80,10 @@ pub(super) fn clocks(t: SchedTrace) -> SchedTrace {
         start_realtime_ns: real.saturating_sub(mono.saturating_sub(t.start_mono_ns)),
         ..t
     }
+}
+
+/// `t` in ns since the Unix epoch (0 before it).
+pub fn unix_ns(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

@@ -11,7 +11,7 @@ use crate::tally::SampleTally;
 pub(super) fn handle(
     events: Vec<Event>,
     unwinding: &mut Unwinding,
-    tally: &mut SampleTally,
+    tally: Option<&mut SampleTally>,
     window: Option<&mut SampleTally>,
 ) {
     let mut out = Vec::new();
@@ -24,10 +24,15 @@ pub(super) fn handle(
             Event::ExitMaps { pid, maps, .. } => unwinding.on_exit_maps(pid, &maps, &mut out),
         }
     }
-    if let Some(w) = window {
-        w.add(out.clone());
+    match (tally, window) {
+        (Some(t), Some(w)) => {
+            w.add(out.clone());
+            t.add(out);
+        }
+        (Some(t), None) => t.add(out),
+        (None, Some(w)) => w.add(out),
+        (None, None) => {}
     }
-    tally.add(out);
 }
 
 /// Hands the CPython processes found since the last call to the BPF frame

@@ -4,12 +4,13 @@
 //! the same rules on the window's figures, so they appear and go away as
 //! the program changes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use anyhow::Result;
 
 use crate::analyze::{self, aggregate::thread_usage};
+use crate::collect::evict::Evicted;
 use crate::model::{KernelCounters, ThreadCounters};
 use crate::report::build::{Inputs, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling, Timeline};
@@ -28,6 +29,8 @@ struct Start {
     /// window's are their growth, `Loss::since`).
     loss: Loss,
     at: Instant,
+    /// `at` on the wall clock, ns since the Unix epoch.
+    unix_ns: u64,
 }
 
 /// What every window's report states about the session.
@@ -36,12 +39,21 @@ pub struct Session {
     pub mode: Mode,
     pub command: Option<Vec<String>>,
     pub cpu_hz: u64,
+    /// Delete the map entries that did not move over a window
+    /// (`collect::evict`): only for a windows-only session (an agent), whose
+    /// whole-run totals nobody reads.
+    pub evict_idle: bool,
 }
 
 /// Reads a running session window by window.
 pub struct Windows {
     session: Session,
     start: Option<Start>,
+    /// Kernel stacks evicted after the last window: a sample still in the
+    /// ring buffer then may name one.
+    evicted_stacks: HashMap<i32, Vec<u64>>,
+    /// Entries evicted so far (`Session::evict_idle`).
+    pub evicted: Evicted,
 }
 
 impl Windows {
@@ -49,6 +61,8 @@ impl Windows {
         Windows {
             session,
             start: None,
+            evicted_stacks: HashMap::new(),
+            evicted: Evicted::default(),
         }
     }
 
@@ -60,9 +74,22 @@ impl Windows {
     /// Where a window ends and the next begins: the threads' snapshot
     /// (first: it moves their pending off-CPU time into the maps the
     /// counters read), the counters, and the samples since the last mark.
-    fn mark(live: &mut Live<'_, '_>) -> Result<(Start, SampleTally)> {
+    /// With `evict_since`, the entries that did not move since that read
+    /// are deleted (and left out of the counters).
+    fn mark(
+        live: &mut Live<'_, '_>,
+        evict_since: Option<&KernelCounters>,
+        evicted: &mut Evicted,
+    ) -> Result<(Start, SampleTally)> {
         let threads = live.collector.snapshot_flushing()?;
-        let counters = live.collector.counters()?;
+        let counters = match evict_since {
+            Some(earlier) => {
+                let (c, e) = live.collector.counters_evicting(earlier)?;
+                evicted.add(&e);
+                c
+            }
+            None => live.collector.counters()?,
+        };
         let loss = crate::session::loss(
             &counters.loss,
             0,
@@ -77,6 +104,7 @@ impl Windows {
             threads,
             loss,
             at: Instant::now(),
+            unix_ns: crate::session::own::unix_ns(std::time::SystemTime::now()),
         };
         Ok((start, live.take_window()))
     }
@@ -87,7 +115,7 @@ impl Windows {
         live.unwinding
             .names_cache
             .get_or_insert_with(Default::default);
-        self.start = Some(Self::mark(live)?.0);
+        self.start = Some(Self::mark(live, None, &mut self.evicted)?.0);
         Ok(())
     }
 
@@ -97,7 +125,8 @@ impl Windows {
             self.begin(live)?;
         }
         let start = self.start.take().expect("begun above");
-        let (next, tally) = Self::mark(live)?;
+        let evict_since = self.session.evict_idle.then_some(&start.counters);
+        let (next, tally) = Self::mark(live, evict_since, &mut self.evicted)?;
         let kernel = window::since(&next.counters, &start.counters);
         let (threads, _) = thread_usage(&start.threads, &kernel.exited_threads, &next.threads);
         let duration_ns = next.at.duration_since(start.at).as_nanos().max(1) as u64;
@@ -109,7 +138,14 @@ impl Windows {
             .filter_map(|(_, c, _)| c.kernel_stack)
             .collect();
         let mut stacks = live.collector.kernel_stacks();
+        for (id, ips) in self.evicted_stacks.drain() {
+            stacks.entry(id).or_insert(ips);
+        }
         stacks.retain(|id, _| used.contains(id));
+        if self.session.evict_idle {
+            self.evicted_stacks = live.collector.evict_kernel_stacks(&used);
+            self.evicted.kernel_stacks += self.evicted_stacks.len() as u64;
+        }
         let none = Kallsyms::default();
         let kernel_stacks = live
             .kallsyms
@@ -171,6 +207,7 @@ impl Windows {
                 window_cpu_ns: 0,
                 programs: vec![],
                 held: Default::default(),
+                started_unix_ns: start.unix_ns,
             },
             cpus: live.cpus,
         }))

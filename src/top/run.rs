@@ -306,6 +306,7 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
             mode,
             command,
             cpu_hz: opts.cpu_hz,
+            evict_idle: false,
         }),
         delay: opts.delay,
         next: Instant::now(),
@@ -329,6 +330,7 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
         target_quiet: screen.then_some(null.as_raw_fd()),
         interpreter_frames: opts.interpreter_frames,
         sched_trace: false,
+        windows_only: false,
     };
     let outcome = if screen {
         let stop = Arc::new(AtomicBool::new(false));

@@ -14,89 +14,24 @@ use prost::Message;
 
 use crate::report::Report;
 
-/// profile.proto (github.com/google/pprof/proto/profile.proto), the
-/// fields kerntax writes.
-mod proto {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Profile {
-        #[prost(message, repeated, tag = "1")]
-        pub sample_type: Vec<ValueType>,
-        #[prost(message, repeated, tag = "2")]
-        pub sample: Vec<Sample>,
-        #[prost(message, repeated, tag = "4")]
-        pub location: Vec<Location>,
-        #[prost(message, repeated, tag = "5")]
-        pub function: Vec<Function>,
-        #[prost(string, repeated, tag = "6")]
-        pub string_table: Vec<String>,
-        #[prost(int64, tag = "10")]
-        pub duration_nanos: i64,
-        #[prost(message, optional, tag = "11")]
-        pub period_type: Option<ValueType>,
-        #[prost(int64, tag = "12")]
-        pub period: i64,
-        #[prost(int64, repeated, tag = "13")]
-        pub comment: Vec<i64>,
-        #[prost(int64, tag = "14")]
-        pub default_sample_type: i64,
-    }
+pub mod limits;
+pub mod proto;
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ValueType {
-        #[prost(int64, tag = "1")]
-        pub r#type: i64,
-        #[prost(int64, tag = "2")]
-        pub unit: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Sample {
-        #[prost(uint64, repeated, tag = "1")]
-        pub location_id: Vec<u64>,
-        #[prost(int64, repeated, tag = "2")]
-        pub value: Vec<i64>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Location {
-        #[prost(uint64, tag = "1")]
-        pub id: u64,
-        #[prost(message, repeated, tag = "4")]
-        pub line: Vec<Line>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Line {
-        #[prost(uint64, tag = "1")]
-        pub function_id: u64,
-        #[prost(int64, tag = "2")]
-        pub line: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Function {
-        #[prost(uint64, tag = "1")]
-        pub id: u64,
-        #[prost(int64, tag = "2")]
-        pub name: i64,
-        #[prost(int64, tag = "3")]
-        pub system_name: i64,
-        #[prost(int64, tag = "4")]
-        pub filename: i64,
-    }
-}
-
+pub use limits::{Limits, Trimmed};
 pub use proto::Profile;
 
-/// The sample types, in value order.
+/// The sample types, in value order. Their names are words joined by `_`,
+/// as Go's own profiles name theirs (`alloc_space`): Parca files each type
+/// as `name:type:unit:...`, which must parse as a PromQL selector, so a
+/// `-` in a name failed the whole upload.
 pub const SAMPLE_TYPES: &[(&str, &str)] = &[
     ("samples", "count"),
     ("cpu", "nanoseconds"),
     ("syscalls", "count"),
-    ("syscall-time", "nanoseconds"),
+    ("syscall_time", "nanoseconds"),
     ("contentions", "count"),
     ("delay", "nanoseconds"),
-    ("off-cpu", "nanoseconds"),
+    ("off_cpu", "nanoseconds"),
 ];
 const SAMPLES: usize = 0;
 const CPU: usize = 1;
@@ -121,6 +56,68 @@ pub fn parse_frame(frame: &str) -> (&str, &str, i64) {
     }
 }
 
+/// One stack of the report with its value at every sample type.
+#[derive(Clone, Debug)]
+pub(crate) struct Stack {
+    /// Innermost frame first.
+    pub frames: Vec<String>,
+    pub value: Vec<i64>,
+}
+
+/// The report's stacks, each with its values (none all zero).
+pub(crate) fn stacks(r: &Report) -> Vec<Stack> {
+    let mut out = Vec::new();
+    let mut push = |frames: Vec<String>, values: &[(usize, u64)]| {
+        let mut value = vec![0i64; SAMPLE_TYPES.len()];
+        for &(i, v) in values {
+            value[i] = i64::try_from(v).unwrap_or(i64::MAX);
+        }
+        if value.iter().any(|&v| v != 0) {
+            out.push(Stack { frames, value });
+        }
+    };
+    let period_ns = period_ns(r);
+    for f in &r.cpu_samples.folded {
+        let frames = f.frames.iter().rev().cloned().collect();
+        let cpu_ns = f.count.saturating_mul(period_ns);
+        push(frames, &[(SAMPLES, f.count), (CPU, cpu_ns)]);
+    }
+    let with_leaf = |leaf: String, frames: &[String]| {
+        std::iter::once(leaf)
+            .chain(frames.iter().cloned())
+            .collect::<Vec<_>>()
+    };
+    for s in &r.syscalls {
+        for c in &s.callsites {
+            let ns = (s.total_ns as f64 * c.calls as f64 / s.calls.max(1) as f64) as u64;
+            let frames = with_leaf(format!("[syscall {}]", s.name), &c.frames);
+            push(frames, &[(SYSCALLS, c.calls), (SYSCALL_TIME, ns)]);
+        }
+    }
+    for l in r.locks.iter().filter(|l| l.contention) {
+        for w in &l.waiter_stacks {
+            let frames = with_leaf(format!("[lock {}]", l.display_name()), &w.frames);
+            push(frames, &[(CONTENTIONS, w.count), (DELAY, w.wait_ns)]);
+        }
+    }
+    for t in &r.offcpu {
+        for reason in &t.reasons {
+            let name = super::sched_text::reason_name(reason.reason);
+            for s in &reason.stacks {
+                let frames = with_leaf(format!("[off-cpu {name}]"), &s.frames);
+                push(frames, &[(OFF_CPU, s.ns)]);
+            }
+        }
+    }
+    out
+}
+
+fn period_ns(r: &Report) -> u64 {
+    1_000_000_000u64
+        .checked_div(r.cpu_samples.frequency_hz)
+        .unwrap_or(0)
+}
+
 #[derive(Default)]
 struct Builder {
     profile: Profile,
@@ -140,6 +137,8 @@ impl Builder {
         i
     }
 
+    /// The location of `frame`: ids count from 1 in the order first seen
+    /// (Parca refuses any other numbering).
     fn location(&mut self, frame: &str) -> u64 {
         if let Some(&id) = self.locations.get(frame) {
             return id;
@@ -170,31 +169,10 @@ impl Builder {
         self.locations.insert(frame.to_string(), id);
         id
     }
-
-    /// A sample at `innermost_first` frames with `values` at their types.
-    fn sample<'a>(
-        &mut self,
-        innermost_first: impl IntoIterator<Item = &'a str>,
-        values: &[(usize, u64)],
-    ) {
-        let location_id: Vec<u64> = innermost_first
-            .into_iter()
-            .map(|f| self.location(f))
-            .collect();
-        let mut value = vec![0i64; SAMPLE_TYPES.len()];
-        for &(i, v) in values {
-            value[i] = i64::try_from(v).unwrap_or(i64::MAX);
-        }
-        if value.iter().any(|&v| v != 0) {
-            self.profile
-                .sample
-                .push(proto::Sample { location_id, value });
-        }
-    }
 }
 
-/// The profile of `r`.
-pub fn profile(r: &Report) -> Profile {
+/// The profile of `r`'s `stacks` (all of the report's, or a selection).
+pub(crate) fn build(r: &Report, stacks: &[Stack], comments: &[String]) -> Profile {
     let mut b = Builder::default();
     b.string("");
     for (kind, unit) in SAMPLE_TYPES {
@@ -204,63 +182,45 @@ pub fn profile(r: &Report) -> Profile {
         };
         b.profile.sample_type.push(t);
     }
-    let hz = r.cpu_samples.frequency_hz;
-    let period_ns = 1_000_000_000u64.checked_div(hz).unwrap_or(0);
-    for f in &r.cpu_samples.folded {
-        let frames: Vec<&str> = f.frames.iter().rev().map(String::as_str).collect();
-        b.sample(
-            frames,
-            &[(SAMPLES, f.count), (CPU, f.count.saturating_mul(period_ns))],
-        );
+    for s in stacks {
+        let location_id = s.frames.iter().map(|f| b.location(f)).collect();
+        let value = s.value.clone();
+        b.profile.sample.push(proto::Sample { location_id, value });
     }
-    for s in &r.syscalls {
-        let leaf = format!("[syscall {}]", s.name);
-        for c in &s.callsites {
-            let ns = (s.total_ns as f64 * c.calls as f64 / s.calls.max(1) as f64) as u64;
-            let frames = std::iter::once(leaf.as_str()).chain(c.frames.iter().map(String::as_str));
-            b.sample(frames, &[(SYSCALLS, c.calls), (SYSCALL_TIME, ns)]);
-        }
-    }
-    for l in r.locks.iter().filter(|l| l.contention) {
-        let leaf = format!("[lock {}]", l.display_name());
-        for w in &l.waiter_stacks {
-            let frames = std::iter::once(leaf.as_str()).chain(w.frames.iter().map(String::as_str));
-            b.sample(frames, &[(CONTENTIONS, w.count), (DELAY, w.wait_ns)]);
-        }
-    }
-    for t in &r.offcpu {
-        for reason in &t.reasons {
-            let name = super::sched_text::reason_name(reason.reason);
-            let leaf = format!("[off-cpu {name}]");
-            for s in &reason.stacks {
-                let frames =
-                    std::iter::once(leaf.as_str()).chain(s.frames.iter().map(String::as_str));
-                b.sample(frames, &[(OFF_CPU, s.ns)]);
-            }
-        }
-    }
+    b.profile.time_nanos = i64::try_from(r.profiler.started_unix_ns).unwrap_or(0);
     b.profile.duration_nanos = i64::try_from(r.duration_ns).unwrap_or(i64::MAX);
     b.profile.period_type = Some(proto::ValueType {
         r#type: b.string("cpu"),
         unit: b.string("nanoseconds"),
     });
-    b.profile.period = i64::try_from(period_ns).unwrap_or(0);
+    b.profile.period = i64::try_from(period_ns(r)).unwrap_or(0);
     b.profile.default_sample_type = b.string("cpu");
-    let comment = match &r.command {
+    let what = match &r.command {
         Some(argv) => format!("kerntax run: {}", argv.join(" ")),
         None => format!("kerntax attach: pid {}", r.target_pid),
     };
-    let comment = b.string(&comment);
-    b.profile.comment.push(comment);
+    for c in std::iter::once(&what).chain(comments) {
+        let i = b.string(c);
+        b.profile.comment.push(i);
+    }
     b.profile
+}
+
+/// The profile of `r`, every stack.
+pub fn profile(r: &Report) -> Profile {
+    build(r, &stacks(r), &[])
+}
+
+/// gzip of `raw`.
+pub fn gzip(raw: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(raw).expect("writing to memory");
+    gz.finish().expect("writing to memory")
 }
 
 /// The gzip-compressed profile of `r`.
 pub fn render(r: &Report) -> Vec<u8> {
-    let raw = profile(r).encode_to_vec();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&raw).expect("writing to memory");
-    gz.finish().expect("writing to memory")
+    gzip(&profile(r).encode_to_vec())
 }
 
 #[cfg(test)]
@@ -329,6 +289,42 @@ mod tests {
                     .iter()
                     .all(|&id| id >= 1 && id as usize <= p.location.len())
             );
+        }
+    }
+
+    /// Parca files each type as `kerntax:<type>:<unit>:cpu:nanoseconds:delta`
+    /// and parses it as a PromQL metric name (issue 23: `off-cpu` failed
+    /// every upload); Pyroscope's `__profile_type__` is the same words.
+    #[test]
+    fn issue_23_every_type_and_unit_is_a_metric_name_word() {
+        let word = |s: &str| {
+            let mut c = s.chars();
+            c.next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        for (t, u) in SAMPLE_TYPES {
+            assert!(word(t) && word(u), "{t}:{u}");
+        }
+    }
+
+    /// Parca files a profile under `time_nanos`, with no fallback (0 was
+    /// 1970); a window's profile carries its start and length.
+    #[test]
+    fn issue_23_the_profile_is_stamped_with_its_start_and_duration() {
+        let r = build(sample_inputs());
+        let p = profile(&r);
+        assert_eq!(p.time_nanos, 1_764_000_000_000_000_000);
+        assert_eq!(p.duration_nanos, 2_000_000_000);
+        let s = |i: i64| p.string_table[i as usize].as_str();
+        let period = p.period_type.as_ref().unwrap();
+        assert_eq!((s(period.r#type), s(period.unit)), ("cpu", "nanoseconds"));
+        // Ids count from 1 in order, as Parca requires.
+        for (i, l) in p.location.iter().enumerate() {
+            assert_eq!(l.id, i as u64 + 1);
+        }
+        for (i, f) in p.function.iter().enumerate() {
+            assert_eq!(f.id, i as u64 + 1);
         }
     }
 }
