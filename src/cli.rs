@@ -166,7 +166,8 @@ enum Command {
         kerntax agent --push http://pyroscope:4040 --service-name api --label env=prod -- ./server"
     )]
     Agent {
-        /// The backend's URL.
+        /// The backend's URL; a user in it (https://USER:PASSWORD@host, or
+        /// the password in KERNTAX_PUSH_PASSWORD) is sent as basic auth.
         #[arg(long, value_name = "URL")]
         push: String,
         /// parca or pyroscope (default: from the URL).
@@ -369,8 +370,10 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
             cmd,
         } => {
             let what = target_of("agent", pid, cmd)?;
-            let backend = crate::agent::backend::Backend::at(&push, backend, tenant)
-                .map_err(|e| crate::error::Exit::new(2, format!("--push {e}")))?;
+            let password = std::env::var("KERNTAX_PUSH_PASSWORD").ok();
+            let backend =
+                crate::agent::backend::Backend::at(&push, backend, tenant, password.as_deref())
+                    .map_err(|e| crate::error::Exit::new(2, format!("--push {e}")))?;
             if labels.len() > crate::agent::labels::MAX_USER_LABELS {
                 return Err(crate::error::Exit::new(
                     2,

@@ -467,7 +467,8 @@ fn issue_23_pyroscope_pushes_pass_its_validation() {
         return;
     }
     let stub = pyroscope_stub::Stub::start();
-    let url = format!("http://127.0.0.1:{}", stub.port);
+    // A user in the URL, as Grafana Cloud takes it: basic auth.
+    let url = format!("http://kt-user:s%40cret@127.0.0.1:{}", stub.port);
     let agent = Agent::start(
         &[
             "--push",
@@ -487,6 +488,13 @@ fn issue_23_pyroscope_pushes_pass_its_validation() {
     assert_eq!(status, ENDED_BY_DURATION, "{stderr}");
     let log = stub.log.lock().unwrap();
     assert!(log.refused.is_empty(), "{:?}", log.refused);
+    // base64("kt-user:s@cret"), and the tenant.
+    let auth = ("Basic a3QtdXNlcjpzQGNyZXQ=".to_string(), "t1".to_string());
+    assert!(log.auth.iter().all(|a| *a == auth), "{:?}", log.auth);
+    assert!(
+        !stderr.contains("s%40cret") && !stderr.contains("s@cret"),
+        "{stderr}"
+    );
     assert_eq!(log.accepted.len(), lines.len(), "{stderr}");
     for seen in &log.accepted {
         let get = |k: &str| {

@@ -49,6 +49,43 @@ pub struct Backend {
     pub endpoint: String,
     /// `X-Scope-OrgID`, for a multi-tenant Pyroscope.
     pub tenant: Option<String>,
+    /// An `Authorization` header's value, from the URL's user.
+    pub basic_auth: Option<String>,
+}
+
+/// `url` with any password replaced, for messages.
+fn redact(url: &str) -> String {
+    let Some(at) = url.find('@') else {
+        return url.to_string();
+    };
+    let start = url.find("://").map_or(0, |i| i + 3);
+    match url[start..at].find(':') {
+        Some(colon) => format!("{}:***{}", &url[..start + colon], &url[at..]),
+        None => url.to_string(),
+    }
+}
+
+/// `%XX` escapes of a URL's user or password decoded (others kept).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (b[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The port of an `http(s)://host[:port]/...` URL (the scheme's default
@@ -68,23 +105,38 @@ fn port_of(authority: &str, https: bool) -> Option<u16> {
 }
 
 impl Backend {
-    /// The backend at `url`, of `kind` if one is named. Errors say what is
-    /// wrong with the URL.
-    pub fn at(url: &str, kind: Option<Kind>, tenant: Option<String>) -> Result<Backend, String> {
-        let (https, rest) = if let Some(r) = url.strip_prefix("http://") {
-            (false, r)
-        } else if let Some(r) = url.strip_prefix("https://") {
-            (true, r)
+    /// The backend at `url`, of `kind` if one is named. A user in the URL
+    /// (`https://USER:PASSWORD@host/`, or `USER@host` with the password in
+    /// `password`) is sent as HTTP basic auth, as Grafana Cloud's
+    /// Pyroscope takes it. Errors say what is wrong with the URL (never
+    /// its password).
+    pub fn at(
+        url: &str,
+        kind: Option<Kind>,
+        tenant: Option<String>,
+        password: Option<&str>,
+    ) -> Result<Backend, String> {
+        let (scheme, https) = if url.starts_with("http://") {
+            ("http://", false)
+        } else if url.starts_with("https://") {
+            ("https://", true)
         } else {
             return Err(format!(
-                "{url:?}: the URL must start with http:// or https://"
+                "{:?}: the URL must start with http:// or https://",
+                redact(url)
             ));
         };
+        let rest = &url[scheme.len()..];
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        if authority.is_empty() {
-            return Err(format!("{url:?}: no host in the URL"));
+        let (userinfo, host) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let shown = format!("{scheme}{host}{path}");
+        if host.is_empty() {
+            return Err(format!("{shown:?}: no host in the URL"));
         }
-        let port = port_of(authority, https).ok_or_else(|| format!("{url:?}: bad port"))?;
+        let port = port_of(host, https).ok_or_else(|| format!("{shown:?}: bad port"))?;
         let path = path.trim_end_matches('/');
         let by_path = if path.ends_with(PARCA_PATH) {
             Some(Kind::Parca)
@@ -96,7 +148,7 @@ impl Backend {
         let kind = match (kind, by_path) {
             (Some(k), Some(p)) if k != p => {
                 return Err(format!(
-                    "{url:?} is a {} endpoint, not {}",
+                    "{shown:?} is a {} endpoint, not {}",
                     p.name(),
                     k.name()
                 ));
@@ -105,24 +157,26 @@ impl Backend {
             (None, None) if port == PYROSCOPE_PORT => Kind::Pyroscope,
             (None, None) => Kind::Parca,
         };
-        let endpoint = match by_path {
-            Some(_) => format!(
-                "{}{}",
-                &url[..url.len() - rest.len()],
-                &rest[..authority.len() + path.len()]
-            ),
-            None => {
-                let base = &url[..url.len() - rest.len() + authority.len() + path.len()];
-                match kind {
-                    Kind::Parca => format!("{base}{PARCA_PATH}"),
-                    Kind::Pyroscope => format!("{base}{PYROSCOPE_PATH}"),
-                }
-            }
+        let endpoint = match (by_path, kind) {
+            (Some(_), _) => format!("{scheme}{host}{path}"),
+            (None, Kind::Parca) => format!("{scheme}{host}{path}{PARCA_PATH}"),
+            (None, Kind::Pyroscope) => format!("{scheme}{host}{path}{PYROSCOPE_PATH}"),
         };
+        let basic_auth = userinfo.map(|u| {
+            let (user, pass) = match u.split_once(':') {
+                Some((user, pass)) => (percent_decode(user), percent_decode(pass)),
+                None => (percent_decode(u), password.unwrap_or("").to_string()),
+            };
+            format!(
+                "Basic {}",
+                super::base64::encode(format!("{user}:{pass}").as_bytes())
+            )
+        });
         Ok(Backend {
             kind,
             endpoint,
             tenant,
+            basic_auth,
         })
     }
 
@@ -131,6 +185,9 @@ impl Backend {
         let mut headers = vec![];
         if let Some(t) = &self.tenant {
             headers.push(("X-Scope-OrgID".to_string(), t.clone()));
+        }
+        if let Some(a) = &self.basic_auth {
+            headers.push(("Authorization".to_string(), a.clone()));
         }
         let (content_type, body) = match self.kind {
             Kind::Parca => ("application/json", parca_body(labels, gz_profile)),
@@ -262,7 +319,7 @@ mod tests {
     use super::*;
 
     fn at(url: &str) -> Backend {
-        Backend::at(url, None, None).unwrap()
+        Backend::at(url, None, None, None).unwrap()
     }
 
     #[test]
@@ -285,7 +342,7 @@ mod tests {
         let b = at("http://[::1]:4040");
         assert_eq!(b.kind, Kind::Pyroscope);
         assert_eq!(at("https://parca.example").kind, Kind::Parca);
-        let b = Backend::at("http://h:9000/base", Some(Kind::Pyroscope), None).unwrap();
+        let b = Backend::at("http://h:9000/base", Some(Kind::Pyroscope), None, None).unwrap();
         assert_eq!(b.endpoint, "http://h:9000/base/push.v1.PusherService/Push");
     }
 
@@ -297,12 +354,13 @@ mod tests {
             ("http://h:port", "bad port"),
             ("http://h:99999", "bad port"),
         ] {
-            let e = Backend::at(url, None, None).unwrap_err();
+            let e = Backend::at(url, None, None, None).unwrap_err();
             assert!(e.contains(why), "{url}: {e}");
         }
         let e = Backend::at(
             "http://h:7070/api/profiles/writeraw",
             Some(Kind::Pyroscope),
+            None,
             None,
         )
         .unwrap_err();
@@ -329,7 +387,7 @@ mod tests {
 
     #[test]
     fn pyroscope_gets_a_push_request_protobuf_and_the_tenant() {
-        let b = Backend::at("http://h:4040", None, Some("team-a".into())).unwrap();
+        let b = Backend::at("http://h:4040", None, Some("team-a".into()), None).unwrap();
         let r = b.request(&labels(), b"gz");
         assert_eq!(r.content_type, "application/proto");
         assert!(
@@ -344,5 +402,39 @@ mod tests {
         assert_eq!(p.series.len(), 1);
         assert_eq!(p.series[0].labels[0].name, "__name__");
         assert_eq!(p.series[0].samples[0].raw_profile, b"gz");
+    }
+
+    #[test]
+    fn a_user_in_the_url_is_basic_auth_and_never_shown() {
+        let b = Backend::at(
+            "https://123:glc%2Fx@p.grafana.net",
+            Some(Kind::Pyroscope),
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            b.endpoint,
+            "https://p.grafana.net/push.v1.PusherService/Push"
+        );
+        // base64("123:glc/x")
+        assert_eq!(b.basic_auth.as_deref(), Some("Basic MTIzOmdsYy94"));
+        let r = b.request(&labels(), b"gz");
+        assert!(
+            r.headers
+                .contains(&("Authorization".into(), "Basic MTIzOmdsYy94".into()))
+        );
+        // The password from elsewhere (KERNTAX_PUSH_PASSWORD) when the URL has none.
+        let b = Backend::at("https://123@p.example:4040", None, None, Some("pw")).unwrap();
+        assert_eq!(b.basic_auth.as_deref(), Some("Basic MTIzOnB3"));
+        let e = Backend::at("https://u:secret@h:port", None, None, None).unwrap_err();
+        assert!(!e.contains("secret") && e.contains("bad port"), "{e}");
+        assert_eq!(redact("ftp://u:secret@h"), "ftp://u:***@h");
+        assert!(
+            Backend::at("http://h:7070", None, None, None)
+                .unwrap()
+                .basic_auth
+                .is_none()
+        );
     }
 }

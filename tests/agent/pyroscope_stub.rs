@@ -61,6 +61,8 @@ pub struct Seen {
 pub struct Log {
     pub accepted: Vec<Seen>,
     pub refused: Vec<String>,
+    /// Each request's `Authorization` and `X-Scope-OrgID` headers.
+    pub auth: Vec<(String, String)>,
 }
 
 pub struct Stub {
@@ -198,6 +200,7 @@ fn serve(stream: TcpStream, log: &Mutex<Log>) {
     }
     let mut length = 0usize;
     let mut content_type = String::new();
+    let (mut authorization, mut tenant) = (String::new(), String::new());
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -207,6 +210,8 @@ fn serve(stream: TcpStream, log: &Mutex<Log>) {
         match k.to_ascii_lowercase().as_str() {
             "content-length" => length = v.trim().parse().unwrap_or(0),
             "content-type" => content_type = v.trim().to_string(),
+            "authorization" => authorization = v.trim().to_string(),
+            "x-scope-orgid" => tenant = v.trim().to_string(),
             _ => {}
         }
     }
@@ -249,6 +254,7 @@ fn serve(stream: TcpStream, log: &Mutex<Log>) {
             Ok(seen)
         });
     let mut log = log.lock().unwrap();
+    log.auth.push((authorization, tenant));
     match checked {
         Ok(seen) => {
             log.accepted.extend(seen);
