@@ -201,6 +201,19 @@ impl Tmux {
             env!("CARGO_BIN_EXE_kerntax")
         );
         self.keys(&[&line, "Enter"]);
+        // The view takes the screen (the typed line stays on the shell's).
+        // Once in a suite run it had not after 3 s, with no trace of why:
+        // the wait is longer, and a failure says what the processes were
+        // doing.
+        let (started, s) = self.wait_for(Duration::from_secs(10), |s| !s.contains("TOP-EXIT=$?"));
+        if !started {
+            let ps = Command::new("ps")
+                .args(["-eo", "pid,stat,pcpu,wchan:24,args", "--sort=-pcpu"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            panic!("kerntax top did not take the screen in 10 s:\n{s}\n{ps}");
+        }
     }
 
     fn screen(&self) -> String {

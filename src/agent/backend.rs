@@ -9,8 +9,7 @@
 //! Which one a URL means: `--backend`, else the endpoint's path if given,
 //! else the port each listens on by default (4040 Pyroscope, else Parca).
 
-use prost::Message;
-use serde::Serialize;
+use super::wire;
 
 /// Where profiles go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,10 +189,13 @@ impl Backend {
             headers.push(("Authorization".to_string(), a.clone()));
         }
         let (content_type, body) = match self.kind {
-            Kind::Parca => ("application/json", parca_body(labels, gz_profile)),
+            Kind::Parca => ("application/json", wire::parca_body(labels, gz_profile)),
             Kind::Pyroscope => {
                 headers.push(("Connect-Protocol-Version".to_string(), "1".to_string()));
-                ("application/proto", pyroscope_body(labels, gz_profile))
+                (
+                    "application/proto",
+                    wire::pyroscope_body(labels, gz_profile),
+                )
             }
         };
         Request {
@@ -212,106 +214,6 @@ pub struct Request {
     pub content_type: &'static str,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
-}
-
-#[derive(Serialize)]
-struct ParcaLabel<'a> {
-    name: &'a str,
-    value: &'a str,
-}
-
-#[derive(Serialize)]
-struct ParcaLabelSet<'a> {
-    labels: Vec<ParcaLabel<'a>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ParcaSample {
-    raw_profile: String,
-}
-
-#[derive(Serialize)]
-struct ParcaSeries<'a> {
-    labels: ParcaLabelSet<'a>,
-    samples: Vec<ParcaSample>,
-}
-
-#[derive(Serialize)]
-struct ParcaWriteRaw<'a> {
-    series: Vec<ParcaSeries<'a>>,
-}
-
-/// `WriteRawRequest` as the gateway's JSON (proto3 JSON: bytes in base64).
-fn parca_body(labels: &[(String, String)], gz: &[u8]) -> Vec<u8> {
-    let req = ParcaWriteRaw {
-        series: vec![ParcaSeries {
-            labels: ParcaLabelSet {
-                labels: labels
-                    .iter()
-                    .map(|(name, value)| ParcaLabel { name, value })
-                    .collect(),
-            },
-            samples: vec![ParcaSample {
-                raw_profile: super::base64::encode(gz),
-            }],
-        }],
-    };
-    serde_json::to_vec(&req).expect("plain structs serialize")
-}
-
-/// Pyroscope's push API (`api/push/v1/push.proto`, `api/types/v1`).
-pub mod pyroscope_proto {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct PushRequest {
-        #[prost(message, repeated, tag = "1")]
-        pub series: Vec<RawProfileSeries>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct RawProfileSeries {
-        #[prost(message, repeated, tag = "1")]
-        pub labels: Vec<LabelPair>,
-        #[prost(message, repeated, tag = "2")]
-        pub samples: Vec<RawSample>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LabelPair {
-        #[prost(string, tag = "1")]
-        pub name: String,
-        #[prost(string, tag = "2")]
-        pub value: String,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct RawSample {
-        #[prost(bytes = "vec", tag = "1")]
-        pub raw_profile: Vec<u8>,
-        /// A unique id, for the server to drop a repeated push.
-        #[prost(string, tag = "2")]
-        pub id: String,
-    }
-}
-
-fn pyroscope_body(labels: &[(String, String)], gz: &[u8]) -> Vec<u8> {
-    use pyroscope_proto::*;
-    PushRequest {
-        series: vec![RawProfileSeries {
-            labels: labels
-                .iter()
-                .map(|(name, value)| LabelPair {
-                    name: name.clone(),
-                    value: value.clone(),
-                })
-                .collect(),
-            samples: vec![RawSample {
-                raw_profile: gz.to_vec(),
-                id: String::new(),
-            }],
-        }],
-    }
-    .encode_to_vec()
 }
 
 #[cfg(test)]
@@ -398,7 +300,8 @@ mod tests {
             r.headers
                 .contains(&("Connect-Protocol-Version".into(), "1".into()))
         );
-        let p = pyroscope_proto::PushRequest::decode(&r.body[..]).unwrap();
+        let p =
+            <wire::pyroscope_proto::PushRequest as prost::Message>::decode(&r.body[..]).unwrap();
         assert_eq!(p.series.len(), 1);
         assert_eq!(p.series[0].labels[0].name, "__name__");
         assert_eq!(p.series[0].samples[0].raw_profile, b"gz");

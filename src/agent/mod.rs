@@ -7,8 +7,8 @@
 //!
 //! Pipeline: the session's watcher (`run`) reads a window as `kerntax top`
 //! does (`top::live::Windows`), `render::pprof` makes the profile within the
-//! backends' limits, `labels` names its series, `backend` wraps it in the
-//! backend's request, and `queue` posts it from its own thread over `http`.
+//! backends' limits, `labels` names its series, `backend` picks the backend and
+//! `wire` wraps it in that backend's request, and `queue` posts it from its own thread over `http`.
 
 pub mod backend;
 mod base64;
@@ -16,3 +16,4 @@ pub mod http;
 pub mod labels;
 pub mod queue;
 pub mod run;
+mod wire;

@@ -1,0 +1,292 @@
+//! Reading the kernel's counters out of the maps: the whole run's at its
+//! end, or a window's for a live session (which may delete the entries that
+//! went idle, `evict`).
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result};
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::bpf::types;
+use super::{
+    Collector, c_string, events, evict, lock_counters, read_u64, syscall_counters, thread_counters,
+    time_count,
+};
+use crate::model::{
+    KernelCounters, KernelLoss, LockCounters, OffCpuCounters, OffReason, PollCounters,
+    SyscallCounters, WakeupCounters,
+};
+
+impl Collector<'_> {
+    /// Deletes the kernel stacks whose ids are not in `keep` (those of a
+    /// windows-only session's last window) and returns them: a sample still
+    /// in the ring buffer may name one, so the caller keeps them a window.
+    pub fn evict_kernel_stacks(
+        &self,
+        keep: &std::collections::HashSet<i32>,
+    ) -> HashMap<i32, Vec<u64>> {
+        let map = &self.skel.maps.kt_kstacks;
+        let mut out = HashMap::new();
+        for key in map.keys().collect::<Vec<_>>() {
+            let Some(value) = map.lookup(&key, MapFlags::ANY).ok().flatten() else {
+                continue;
+            };
+            let Some(id) = value
+                .get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map(i32::from_ne_bytes)
+            else {
+                continue;
+            };
+            if !keep.contains(&id) && map.delete(&key).is_ok() {
+                let ips = key.chunks_exact(8).map(read_u64).take_while(|&ip| ip != 0);
+                out.insert(id, ips.collect());
+            }
+        }
+        out
+    }
+
+    /// Reads the final counters. Call after `stop`.
+    pub fn counters(&self) -> Result<KernelCounters> {
+        self.read_counters(None, &mut evict::Evicted::default())
+    }
+
+    /// Reads the counters, deleting the entries that did not move since
+    /// `earlier` (the last read) from their maps and from the result
+    /// (`evict`): for a windows-only session.
+    pub fn counters_evicting(
+        &self,
+        earlier: &KernelCounters,
+    ) -> Result<(KernelCounters, evict::Evicted)> {
+        let mut evicted = evict::Evicted::default();
+        let idle = evict::Earlier::of(earlier);
+        let c = self.read_counters(Some(&idle), &mut evicted)?;
+        Ok((c, evicted))
+    }
+
+    fn read_counters(
+        &self,
+        idle: Option<&evict::Earlier<'_>>,
+        evicted: &mut evict::Evicted,
+    ) -> Result<KernelCounters> {
+        let maps = &self.skel.maps;
+        let mut syscalls = Vec::new();
+        for nr in 0..maps.kt_syscalls.max_entries() {
+            let per_cpu = maps
+                .kt_syscalls
+                .lookup_percpu(&nr.to_ne_bytes(), MapFlags::ANY)
+                .context("reading syscall counters")?
+                .unwrap_or_default();
+            let mut total = SyscallCounters {
+                nr,
+                ..Default::default()
+            };
+            for bytes in &per_cpu {
+                total.merge(&syscall_counters(nr, bytes));
+            }
+            if total.calls > 0 || total.returns > 0 {
+                syscalls.push(total);
+            }
+        }
+
+        let mut errnos = Vec::new();
+        for key in maps.kt_errnos.keys() {
+            let mut k = types::kt_errno_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("errno key size");
+            let per_cpu = maps
+                .kt_errnos
+                .lookup_percpu(&key, MapFlags::ANY)?
+                .unwrap_or_default();
+            let count: u64 = per_cpu.iter().map(|v| read_u64(v)).sum();
+            errnos.push((k.nr, k.err, count));
+        }
+
+        let mut exited_threads = Vec::new();
+        for key in maps.kt_exited.keys().collect::<Vec<_>>() {
+            if let Some(v) = maps.kt_exited.lookup(&key, MapFlags::ANY)? {
+                let t = thread_counters(&v);
+                if idle.is_some_and(|e| e.exited.contains(&t.key())) {
+                    let _ = maps.kt_exited.delete(&key);
+                    evicted.exited_threads += 1;
+                    continue;
+                }
+                exited_threads.push(t);
+            }
+        }
+
+        let mut locks = Vec::new();
+        for key in maps.kt_locks.keys().collect::<Vec<_>>() {
+            let mut k = types::kt_lock_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("lock key size");
+            let Some(lock) = events::lock_key(&k) else {
+                continue;
+            };
+            let mut total = LockCounters::default();
+            for bytes in maps
+                .kt_locks
+                .lookup_percpu(&key, MapFlags::ANY)?
+                .unwrap_or_default()
+            {
+                total.merge(&lock_counters(&bytes));
+            }
+            if idle.is_some_and(|e| e.locks.get(&lock) == Some(&&total)) {
+                let _ = maps.kt_locks.delete(&key);
+                evicted.locks += 1;
+                continue;
+            }
+            locks.push((lock, total));
+        }
+        let mut lock_waiters = Vec::new();
+        for key in maps.kt_lock_threads.keys().collect::<Vec<_>>() {
+            let mut k = types::kt_lock_thread_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("lock thread key size");
+            let waits = maps
+                .kt_lock_threads
+                .lookup(&key, MapFlags::ANY)?
+                .map_or(0, |v| read_u64(&v));
+            if let Some(lock) = events::lock_key(&k.lock) {
+                if idle.is_some_and(|e| e.lock_waiters.get(&(lock, k.tid)) == Some(&waits)) {
+                    let _ = maps.kt_lock_threads.delete(&key);
+                    evicted.lock_waiters += 1;
+                    continue;
+                }
+                lock_waiters.push((lock, k.tid, waits));
+            }
+        }
+
+        let mut offcpu = Vec::new();
+        for key in maps.kt_offcpu.keys().collect::<Vec<_>>() {
+            let mut k = types::kt_offcpu_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("off-CPU key size");
+            let Some(v) = maps.kt_offcpu.lookup(&key, MapFlags::ANY)? else {
+                continue;
+            };
+            let reason = match k.reason {
+                2 => OffReason::Syscall {
+                    nr: k.nr,
+                    lock: events::lock_key(&k.lock),
+                },
+                3 => OffReason::Other,
+                1 | 4 => OffReason::RunQueue,
+                _ => continue,
+            };
+            let t = time_count(&v);
+            if idle.is_some_and(|e| e.offcpu.get(&(k.pid, k.tid, reason)) == Some(&(t.ns, t.count)))
+            {
+                let _ = maps.kt_offcpu.delete(&key);
+                evicted.offcpu += 1;
+                continue;
+            }
+            offcpu.push(OffCpuCounters {
+                pid: k.pid,
+                tid: k.tid,
+                reason,
+                ns: t.ns,
+                count: t.count,
+            });
+        }
+        let mut wakeups = Vec::new();
+        for key in maps.kt_wakeups.keys().collect::<Vec<_>>() {
+            let mut k = types::kt_wakeup_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("wake-up key size");
+            let Some(v) = maps.kt_wakeups.lookup(&key, MapFlags::ANY)? else {
+                continue;
+            };
+            let t = time_count(&v);
+            let comm: Vec<u8> = k.waker_comm.iter().map(|&c| c as u8).collect();
+            let waker_nr = (k.waker_nr != u32::MAX).then_some(k.waker_nr);
+            let pair = (
+                k.waker_pid,
+                k.waker_tid,
+                k.woken_pid,
+                k.woken_tid,
+                waker_nr,
+                k.waker_flags & 1 != 0,
+                k.waker_flags & 2 != 0,
+            );
+            if idle.is_some_and(|e| e.wakeups.get(&pair) == Some(&(t.count, t.ns))) {
+                let _ = maps.kt_wakeups.delete(&key);
+                evicted.wakeups += 1;
+                continue;
+            }
+            wakeups.push(WakeupCounters {
+                waker_pid: k.waker_pid,
+                waker_tid: k.waker_tid,
+                waker_comm: c_string(&comm),
+                waker_tracked: k.waker_flags & 1 != 0,
+                waker_kernel: k.waker_flags & 2 != 0,
+                waker_nr,
+                woken_pid: k.woken_pid,
+                woken_tid: k.woken_tid,
+                count: t.count,
+                wait_ns: t.ns,
+            });
+        }
+
+        let mut polls = Vec::new();
+        for key in maps.kt_polls.keys().collect::<Vec<_>>() {
+            let mut k = types::kt_poll_key::default();
+            plain::copy_from_bytes(&mut k, &key).expect("poll key size");
+            let mut c = PollCounters {
+                pid: k.pid,
+                nr: k.nr,
+                ..Default::default()
+            };
+            for bytes in maps
+                .kt_polls
+                .lookup_percpu(&key, MapFlags::ANY)?
+                .unwrap_or_default()
+            {
+                let mut v = types::kt_poll_stats::default();
+                plain::copy_from_bytes(&mut v, &bytes).expect("poll stats size");
+                c.calls += v.calls;
+                c.fds += v.fds;
+                c.max_fds = c.max_fds.max(v.max_fds);
+                c.ready += v.ready;
+                c.timeouts += v.timeouts;
+                c.errors += v.errors;
+                c.total_ns += v.total_ns;
+                c.cpu_ns += v.cpu_ns;
+            }
+            if idle.is_some_and(|e| e.polls.get(&(c.pid, c.nr)) == Some(&&c)) {
+                let _ = maps.kt_polls.delete(&key);
+                evicted.polls += 1;
+                continue;
+            }
+            polls.push(c);
+        }
+
+        let mut loss = KernelLoss::default();
+        let per_cpu = maps
+            .kt_loss
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?;
+        for bytes in per_cpu.unwrap_or_default() {
+            let mut l = types::kt_kernel_loss::default();
+            plain::copy_from_bytes(&mut l, &bytes).expect("loss record size");
+            loss.ringbuf_full += l.ringbuf_full;
+            loss.stack_read_failed += l.stack_read_failed;
+            loss.task_storage_failed += l.task_storage_failed;
+            loss.thread_map_full += l.thread_map_full;
+            loss.errno_map_full += l.errno_map_full;
+            loss.syscall_nr_out_of_range += l.syscall_nr_out_of_range;
+            loss.lock_map_full += l.lock_map_full;
+            loss.lock_thread_map_full += l.lock_thread_map_full;
+            loss.sched_map_full += l.sched_map_full;
+            loss.poll_map_full += l.poll_map_full;
+            loss.kernel_stack_lost += l.kernel_stack_lost;
+            loss.switch_in_unseen += l.switch_in_unseen;
+            loss.trace_ringbuf_full += l.trace_ringbuf_full;
+        }
+        Ok(KernelCounters {
+            syscalls,
+            errnos,
+            exited_threads,
+            locks,
+            lock_waiters,
+            offcpu,
+            wakeups,
+            polls,
+            loss,
+        })
+    }
+}
