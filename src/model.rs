@@ -183,6 +183,12 @@ pub struct OffCpuCounters {
     pub count: u64,
 }
 
+impl OffCpuCounters {
+    pub fn key(&self) -> (u32, u32, OffReason) {
+        (self.pid, self.tid, self.reason)
+    }
+}
+
 /// Who ended a sleep (its wake-up's release side), as a sample carries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Waker {
@@ -237,6 +243,23 @@ pub struct WakeupCounters {
     pub count: u64,
     /// Sleep time these wake-ups ended.
     pub wait_ns: u64,
+}
+
+/// What tells two wake-up pairs apart (the BPF map's key, less the comm).
+pub type WakeupKey = (u32, u32, u32, u32, Option<u32>, bool, bool);
+
+impl WakeupCounters {
+    pub fn key(&self) -> WakeupKey {
+        (
+            self.waker_pid,
+            self.waker_tid,
+            self.woken_pid,
+            self.woken_tid,
+            self.waker_nr,
+            self.waker_tracked,
+            self.waker_kernel,
+        )
+    }
 }
 
 /// One lock's counters, summed over CPUs.

@@ -599,14 +599,7 @@ fn issue_23_bad_agent_arguments_are_one_line_and_status_2() {
             "parca endpoint",
         ),
     ] {
-        let out = kerntax().args(args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.starts_with("kerntax: ") && stderr.contains(says),
-            "{stderr}"
-        );
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        common::refused_in_one_line(args, says);
     }
     // clap's own checks: status 2 and the reason.
     for (args, says) in [

@@ -137,14 +137,7 @@ fn bad_arguments_are_one_line_and_status_2() {
         (&["top", "-p", "1", "--", "true"][..], "not both"),
         (&["top", "-d", "0.01", "-p", "1"][..], "shorter than 0.1 s"),
     ] {
-        let out = kerntax().args(args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.starts_with("kerntax: ") && stderr.contains(says),
-            "{stderr}"
-        );
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        common::refused_in_one_line(args, says);
     }
 }
 

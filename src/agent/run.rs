@@ -290,17 +290,7 @@ pub fn agent(opts: AgentOptions, started: Instant) -> Result<i32> {
         )
         .into());
     }
-    let (mode, command) = match &opts.what {
-        What::Run(argv) => (
-            Mode::Run,
-            Some(
-                argv.iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect(),
-            ),
-        ),
-        What::Attach(_) => (Mode::Attach, None),
-    };
+    let (mode, command) = opts.what.mode_and_command();
     let transport = Box::new(super::http::Http::new());
     let pusher = Pusher::start(
         transport,

@@ -194,33 +194,24 @@ impl Collector<'_> {
             };
             let t = time_count(&v);
             let comm: Vec<u8> = k.waker_comm.iter().map(|&c| c as u8).collect();
-            let waker_nr = (k.waker_nr != u32::MAX).then_some(k.waker_nr);
-            let pair = (
-                k.waker_pid,
-                k.waker_tid,
-                k.woken_pid,
-                k.woken_tid,
-                waker_nr,
-                k.waker_flags & 1 != 0,
-                k.waker_flags & 2 != 0,
-            );
-            if idle.is_some_and(|e| e.wakeups.get(&pair) == Some(&(t.count, t.ns))) {
-                let _ = maps.kt_wakeups.delete(&key);
-                evicted.wakeups += 1;
-                continue;
-            }
-            wakeups.push(WakeupCounters {
+            let w = WakeupCounters {
                 waker_pid: k.waker_pid,
                 waker_tid: k.waker_tid,
                 waker_comm: c_string(&comm),
                 waker_tracked: k.waker_flags & 1 != 0,
                 waker_kernel: k.waker_flags & 2 != 0,
-                waker_nr,
+                waker_nr: (k.waker_nr != u32::MAX).then_some(k.waker_nr),
                 woken_pid: k.woken_pid,
                 woken_tid: k.woken_tid,
                 count: t.count,
                 wait_ns: t.ns,
-            });
+            };
+            if idle.is_some_and(|e| e.wakeups.get(&w.key()) == Some(&(w.count, w.wait_ns))) {
+                let _ = maps.kt_wakeups.delete(&key);
+                evicted.wakeups += 1;
+                continue;
+            }
+            wakeups.push(w);
         }
 
         let mut polls = Vec::new();

@@ -16,10 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::{KernelCounters, LockCounters, LockKey, OffReason, PollCounters};
-
-/// Key of a wake-up pair, as `top::window::since` matches them.
-pub type WakeupKey = (u32, u32, u32, u32, Option<u32>, bool, bool);
+use crate::model::{KernelCounters, LockCounters, LockKey, OffReason, PollCounters, WakeupKey};
 
 /// The entries of the last read, by key, to tell which did not move.
 #[derive(Default)]
@@ -45,23 +42,12 @@ impl<'a> Earlier<'a> {
             offcpu: k
                 .offcpu
                 .iter()
-                .map(|o| ((o.pid, o.tid, o.reason), (o.ns, o.count)))
+                .map(|o| (o.key(), (o.ns, o.count)))
                 .collect(),
             wakeups: k
                 .wakeups
                 .iter()
-                .map(|w| {
-                    let key = (
-                        w.waker_pid,
-                        w.waker_tid,
-                        w.woken_pid,
-                        w.woken_tid,
-                        w.waker_nr,
-                        w.waker_tracked,
-                        w.waker_kernel,
-                    );
-                    (key, (w.count, w.wait_ns))
-                })
+                .map(|w| (w.key(), (w.count, w.wait_ns)))
                 .collect(),
             polls: k.polls.iter().map(|p| ((p.pid, p.nr), p)).collect(),
             exited: k

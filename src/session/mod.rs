@@ -45,6 +45,23 @@ pub enum What {
     Attach(u32),
 }
 
+impl What {
+    /// The report's mode, and the command as text for `Run`.
+    pub fn mode_and_command(&self) -> (Mode, Option<Vec<String>>) {
+        match self {
+            What::Run(argv) => (
+                Mode::Run,
+                Some(
+                    argv.iter()
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .collect(),
+                ),
+            ),
+            What::Attach(_) => (Mode::Attach, None),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
     pub duration: Option<Duration>,
@@ -324,19 +341,12 @@ pub fn profile_watched(
         .map_err(preflight::explain_load_failure)?;
     phases.mark("loading and attaching the BPF programs");
 
-    let (mode, command, mut target) = match &what {
+    let (mode, command) = what.mode_and_command();
+    let mut target = match &what {
         What::Run(argv) => {
-            let cmd = argv
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
-            (
-                Mode::Run,
-                Some(cmd),
-                Target::spawn_stopped(argv, opts.target_stdout, opts.target_quiet, &run_env())?,
-            )
+            Target::spawn_stopped(argv, opts.target_stdout, opts.target_quiet, &run_env())?
         }
-        What::Attach(pid) => (Mode::Attach, None, Target::attach(*pid)?),
+        What::Attach(pid) => Target::attach(*pid)?,
     };
     // File names of the loader and libc from our own map; of an attached
     // program from its map, of a started one at its exec.

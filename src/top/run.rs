@@ -290,17 +290,7 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
         )
         .into());
     }
-    let (mode, command) = match &opts.what {
-        crate::session::What::Run(argv) => (
-            crate::report::Mode::Run,
-            Some(
-                argv.iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect(),
-            ),
-        ),
-        crate::session::What::Attach(_) => (crate::report::Mode::Attach, None),
-    };
+    let (mode, command) = opts.what.mode_and_command();
     let pace = Pace {
         windows: Windows::new(Session {
             mode,

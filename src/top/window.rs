@@ -189,7 +189,7 @@ pub fn since(later: &KernelCounters, earlier: &KernelCounters) -> KernelCounters
         offcpu: keyed_since(
             &later.offcpu,
             &earlier.offcpu,
-            |o| (o.pid, o.tid, o.reason),
+            OffCpuCounters::key,
             |l, e| OffCpuCounters {
                 ns: l.ns.saturating_sub(e.ns),
                 count: l.count.saturating_sub(e.count),
@@ -200,17 +200,7 @@ pub fn since(later: &KernelCounters, earlier: &KernelCounters) -> KernelCounters
         wakeups: keyed_since(
             &later.wakeups,
             &earlier.wakeups,
-            |w| {
-                (
-                    w.waker_pid,
-                    w.waker_tid,
-                    w.woken_pid,
-                    w.woken_tid,
-                    w.waker_nr,
-                    w.waker_tracked,
-                    w.waker_kernel,
-                )
-            },
+            WakeupCounters::key,
             |l, e| WakeupCounters {
                 count: l.count.saturating_sub(e.count),
                 wait_ns: l.wait_ns.saturating_sub(e.wait_ns),

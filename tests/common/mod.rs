@@ -44,6 +44,19 @@ pub fn unavailable(why: &str) {
     eprintln!("skipping: {why}");
 }
 
+/// `kerntax ARGS` is refused before it starts: status 2 and one
+/// `kerntax: ...` line saying `says`.
+pub fn refused_in_one_line(args: &[&str], says: &str) {
+    let out = kerntax().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(
+        stderr.starts_with("kerntax: ") && stderr.contains(says),
+        "{args:?}: {stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
 pub struct Profiled {
     pub output: Output,
     pub report: Report,
