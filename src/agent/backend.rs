@@ -87,10 +87,9 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The port of an `http(s)://host[:port]/...` URL (the scheme's default
-/// when none is written).
-fn port_of(authority: &str, https: bool) -> Option<u16> {
-    let host_port = authority.rsplit('@').next()?;
+/// The port of a URL's `host[:port]` (the scheme's default when none is
+/// written).
+fn port_of(host_port: &str, https: bool) -> Option<u16> {
     // [v6]:port or host:port
     let after_host = match host_port.strip_prefix('[') {
         Some(rest) => rest.split_once(']')?.1,

@@ -161,7 +161,7 @@ impl Agent {
                     culprit: &f.culprit.name,
                 })
                 .collect(),
-            samples: if has_stacks { trimmed.samples } else { 0 },
+            samples: trimmed.samples,
             profile_totals: pprof::SAMPLE_TYPES
                 .iter()
                 .zip(trimmed.totals)

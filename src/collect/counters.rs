@@ -2,8 +2,6 @@
 //! end, or a window's for a live session (which may delete the entries that
 //! went idle, `evict`).
 
-use std::collections::HashMap;
-
 use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
@@ -17,33 +15,32 @@ use crate::model::{
     SyscallCounters, WakeupCounters,
 };
 
+/// Deletes `key` from `map` when the last read saw it at the same value
+/// (`unmoved`), counting it in `count`; true if it went.
+fn evict_unmoved(map: &impl MapCore, key: &[u8], unmoved: bool, count: &mut u64) -> bool {
+    if unmoved {
+        let _ = map.delete(key);
+        *count += 1;
+    }
+    unmoved
+}
+
 impl Collector<'_> {
-    /// Deletes the kernel stacks whose ids are not in `keep` (those of a
-    /// windows-only session's last window) and returns them: a sample still
-    /// in the ring buffer may name one, so the caller keeps them a window.
-    pub fn evict_kernel_stacks(
-        &self,
-        keep: &std::collections::HashSet<i32>,
-    ) -> HashMap<i32, Vec<u64>> {
+    /// Deletes these kernel stacks, as `kernel_stacks` read them (their
+    /// frames are the map's key, zero-filled past the last), from the map;
+    /// returns how many went.
+    pub fn delete_kernel_stacks<'a>(&self, stacks: impl IntoIterator<Item = &'a Vec<u64>>) -> u64 {
         let map = &self.skel.maps.kt_kstacks;
-        let mut out = HashMap::new();
-        for key in map.keys().collect::<Vec<_>>() {
-            let Some(value) = map.lookup(&key, MapFlags::ANY).ok().flatten() else {
-                continue;
-            };
-            let Some(id) = value
-                .get(..4)
-                .and_then(|b| b.try_into().ok())
-                .map(i32::from_ne_bytes)
-            else {
-                continue;
-            };
-            if !keep.contains(&id) && map.delete(&key).is_ok() {
-                let ips = key.chunks_exact(8).map(read_u64).take_while(|&ip| ip != 0);
-                out.insert(id, ips.collect());
+        let mut key = vec![0u8; map.key_size() as usize];
+        let mut deleted = 0;
+        for ips in stacks {
+            key.fill(0);
+            for (slot, ip) in key.chunks_exact_mut(8).zip(ips) {
+                slot.copy_from_slice(&ip.to_ne_bytes());
             }
+            deleted += u64::from(map.delete(&key).is_ok());
         }
-        out
+        deleted
     }
 
     /// Reads the final counters. Call after `stop`.
@@ -105,9 +102,8 @@ impl Collector<'_> {
         for key in maps.kt_exited.keys().collect::<Vec<_>>() {
             if let Some(v) = maps.kt_exited.lookup(&key, MapFlags::ANY)? {
                 let t = thread_counters(&v);
-                if idle.is_some_and(|e| e.exited.contains(&t.key())) {
-                    let _ = maps.kt_exited.delete(&key);
-                    evicted.exited_threads += 1;
+                let unmoved = idle.is_some_and(|e| e.exited.contains(&t.key()));
+                if evict_unmoved(&maps.kt_exited, &key, unmoved, &mut evicted.exited_threads) {
                     continue;
                 }
                 exited_threads.push(t);
@@ -129,9 +125,8 @@ impl Collector<'_> {
             {
                 total.merge(&lock_counters(&bytes));
             }
-            if idle.is_some_and(|e| e.locks.get(&lock) == Some(&&total)) {
-                let _ = maps.kt_locks.delete(&key);
-                evicted.locks += 1;
+            let unmoved = idle.is_some_and(|e| e.locks.get(&lock) == Some(&&total));
+            if evict_unmoved(&maps.kt_locks, &key, unmoved, &mut evicted.locks) {
                 continue;
             }
             locks.push((lock, total));
@@ -145,9 +140,14 @@ impl Collector<'_> {
                 .lookup(&key, MapFlags::ANY)?
                 .map_or(0, |v| read_u64(&v));
             if let Some(lock) = events::lock_key(&k.lock) {
-                if idle.is_some_and(|e| e.lock_waiters.get(&(lock, k.tid)) == Some(&waits)) {
-                    let _ = maps.kt_lock_threads.delete(&key);
-                    evicted.lock_waiters += 1;
+                let unmoved =
+                    idle.is_some_and(|e| e.lock_waiters.get(&(lock, k.tid)) == Some(&waits));
+                if evict_unmoved(
+                    &maps.kt_lock_threads,
+                    &key,
+                    unmoved,
+                    &mut evicted.lock_waiters,
+                ) {
                     continue;
                 }
                 lock_waiters.push((lock, k.tid, waits));
@@ -171,19 +171,18 @@ impl Collector<'_> {
                 _ => continue,
             };
             let t = time_count(&v);
-            if idle.is_some_and(|e| e.offcpu.get(&(k.pid, k.tid, reason)) == Some(&(t.ns, t.count)))
-            {
-                let _ = maps.kt_offcpu.delete(&key);
-                evicted.offcpu += 1;
-                continue;
-            }
-            offcpu.push(OffCpuCounters {
+            let o = OffCpuCounters {
                 pid: k.pid,
                 tid: k.tid,
                 reason,
                 ns: t.ns,
                 count: t.count,
-            });
+            };
+            let unmoved = idle.is_some_and(|e| e.offcpu.get(&o.key()) == Some(&(o.ns, o.count)));
+            if evict_unmoved(&maps.kt_offcpu, &key, unmoved, &mut evicted.offcpu) {
+                continue;
+            }
+            offcpu.push(o);
         }
         let mut wakeups = Vec::new();
         for key in maps.kt_wakeups.keys().collect::<Vec<_>>() {
@@ -206,9 +205,9 @@ impl Collector<'_> {
                 count: t.count,
                 wait_ns: t.ns,
             };
-            if idle.is_some_and(|e| e.wakeups.get(&w.key()) == Some(&(w.count, w.wait_ns))) {
-                let _ = maps.kt_wakeups.delete(&key);
-                evicted.wakeups += 1;
+            let unmoved =
+                idle.is_some_and(|e| e.wakeups.get(&w.key()) == Some(&(w.count, w.wait_ns)));
+            if evict_unmoved(&maps.kt_wakeups, &key, unmoved, &mut evicted.wakeups) {
                 continue;
             }
             wakeups.push(w);
@@ -239,9 +238,8 @@ impl Collector<'_> {
                 c.total_ns += v.total_ns;
                 c.cpu_ns += v.cpu_ns;
             }
-            if idle.is_some_and(|e| e.polls.get(&(c.pid, c.nr)) == Some(&&c)) {
-                let _ = maps.kt_polls.delete(&key);
-                evicted.polls += 1;
+            let unmoved = idle.is_some_and(|e| e.polls.get(&(c.pid, c.nr)) == Some(&&c));
+            if evict_unmoved(&maps.kt_polls, &key, unmoved, &mut evicted.polls) {
                 continue;
             }
             polls.push(c);

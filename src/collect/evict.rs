@@ -19,7 +19,6 @@ use std::collections::{HashMap, HashSet};
 use crate::model::{KernelCounters, LockCounters, LockKey, OffReason, PollCounters, WakeupKey};
 
 /// The entries of the last read, by key, to tell which did not move.
-#[derive(Default)]
 pub struct Earlier<'a> {
     pub locks: HashMap<LockKey, &'a LockCounters>,
     pub lock_waiters: HashMap<(LockKey, u32), u64>,
@@ -72,16 +71,6 @@ pub struct Evicted {
 }
 
 impl Evicted {
-    pub fn total(&self) -> u64 {
-        self.locks
-            + self.lock_waiters
-            + self.offcpu
-            + self.wakeups
-            + self.polls
-            + self.exited_threads
-            + self.kernel_stacks
-    }
-
     pub fn add(&mut self, o: &Evicted) {
         self.locks += o.locks;
         self.lock_waiters += o.lock_waiters;

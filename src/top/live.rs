@@ -138,14 +138,19 @@ impl Windows {
             .filter_map(|(_, c, _)| c.kernel_stack)
             .collect();
         let mut stacks = live.collector.kernel_stacks();
-        for (id, ips) in self.evicted_stacks.drain() {
+        let previous = std::mem::take(&mut self.evicted_stacks);
+        if self.session.evict_idle {
+            // The stacks no sample of the window used leave the map, from
+            // this same read.
+            let idle: HashMap<i32, Vec<u64>> =
+                stacks.extract_if(|id, _| !used.contains(id)).collect();
+            self.evicted.kernel_stacks += live.collector.delete_kernel_stacks(idle.values());
+            self.evicted_stacks = idle;
+        }
+        for (id, ips) in previous {
             stacks.entry(id).or_insert(ips);
         }
         stacks.retain(|id, _| used.contains(id));
-        if self.session.evict_idle {
-            self.evicted_stacks = live.collector.evict_kernel_stacks(&used);
-            self.evicted.kernel_stacks += self.evicted_stacks.len() as u64;
-        }
         let none = Kallsyms::default();
         let kernel_stacks = live
             .kallsyms

@@ -43,23 +43,28 @@ pub struct Trimmed {
     pub totals: [i64; SAMPLE_TYPES.len()],
 }
 
+/// Every type's total over `stacks`.
+fn totals(stacks: &[Stack]) -> [i64; SAMPLE_TYPES.len()] {
+    let mut totals = [0i64; SAMPLE_TYPES.len()];
+    for s in stacks {
+        for (t, v) in totals.iter_mut().zip(&s.value) {
+            *t = t.saturating_add(*v);
+        }
+    }
+    totals
+}
+
 /// Each stack's weight: its largest share of any type's total, so that the
 /// heaviest stacks of every type are kept, not just those of the type with
 /// the largest numbers.
-fn weights(stacks: &[Stack]) -> Vec<f64> {
-    let mut totals = vec![0f64; SAMPLE_TYPES.len()];
-    for s in stacks {
-        for (t, v) in totals.iter_mut().zip(&s.value) {
-            *t += *v as f64;
-        }
-    }
+fn weights(stacks: &[Stack], totals: &[i64]) -> Vec<f64> {
     stacks
         .iter()
         .map(|s| {
             s.value
                 .iter()
-                .zip(&totals)
-                .map(|(&v, &t)| if t > 0.0 { v as f64 / t } else { 0.0 })
+                .zip(totals)
+                .map(|(&v, &t)| if t > 0 { v as f64 / t as f64 } else { 0.0 })
                 .fold(0.0, f64::max)
         })
         .collect()
@@ -99,13 +104,8 @@ fn select(stacks: &[Stack], weights: &[f64], keep: usize) -> Vec<Stack> {
 /// `r`'s profile encoded (not compressed) within `limits`, with `comments`.
 pub fn encode_within(r: &Report, limits: Limits, comments: &[String]) -> (Vec<u8>, Trimmed) {
     let all = super::stacks(r);
-    let w = weights(&all);
-    let mut totals = [0i64; SAMPLE_TYPES.len()];
-    for s in &all {
-        for (t, v) in totals.iter_mut().zip(&s.value) {
-            *t = t.saturating_add(*v);
-        }
-    }
+    let totals = totals(&all);
+    let w = weights(&all, &totals);
     let mut keep = limits.max_samples.max(1);
     loop {
         let chosen = select(&all, &w, keep);
