@@ -209,6 +209,13 @@ impl Tmux {
         }
     }
 
+    /// The shell's `TOP-EXIT=N` line once kerntax top has exited (not the
+    /// typed command, which holds `TOP-EXIT=$?` and shows again as soon as
+    /// the view gives the screen back, before the shell has run the echo).
+    fn exit_line(s: &str) -> Option<&str> {
+        s.lines().find(|l| l.starts_with("TOP-EXIT="))
+    }
+
     fn screen(&self) -> String {
         self.cmd(&["capture-pane", "-p", "-t", "top"])
     }
@@ -268,9 +275,9 @@ fn the_screen_shows_the_finding_obeys_keys_and_leaves_the_shell_clean() {
     let (closed, s) = tmux.wait_for(Duration::from_secs(2), |s| !s.contains("kerntax top: keys"));
     assert!(closed, "{s}");
     tmux.keys(&["q"]);
-    let (left, s) = tmux.wait_for(Duration::from_secs(10), |s| s.contains("TOP-EXIT="));
+    let (left, s) = tmux.wait_for(Duration::from_secs(10), |s| Tmux::exit_line(s).is_some());
     assert!(left, "{s}");
-    assert!(s.contains("TOP-EXIT=0"), "{s}");
+    assert_eq!(Tmux::exit_line(&s), Some("TOP-EXIT=0"), "{s}");
     // The alternate screen is gone: the shell's own lines are back.
     assert!(!s.contains("WAIT SITE") && !s.contains("| CPU "), "{s}");
     assert!(s.contains("ktshell$ "), "{s}");
@@ -294,9 +301,9 @@ fn sigterm_leaves_the_shell_screen_and_no_bpf_behind() {
         .output()
         .unwrap();
     assert!(out.status.success(), "no kerntax top to signal: {out:?}");
-    let (left, s) = tmux.wait_for(Duration::from_secs(10), |s| s.contains("TOP-EXIT="));
+    let (left, s) = tmux.wait_for(Duration::from_secs(10), |s| Tmux::exit_line(s).is_some());
     assert!(left, "{s}");
-    assert!(s.contains("TOP-EXIT=0"), "{s}");
+    assert_eq!(Tmux::exit_line(&s), Some("TOP-EXIT=0"), "{s}");
     assert!(!s.contains("WAIT SITE") && !s.contains("| CPU "), "{s}");
     assert_eq!(wait_programs_gone(), Vec::<String>::new());
 }
