@@ -42,22 +42,37 @@ const ANSWER_WAIT: Duration = Duration::from_secs(20);
 
 /// Whether `pid` runs a HotSpot JVM (its memory maps libjvm.so).
 pub fn is_jvm(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .is_ok_and(|m| m.lines().any(|l| l.ends_with("/libjvm.so")))
+    std::fs::read(format!("/proc/{pid}/maps"))
+        .is_ok_and(|m| m.split(|&b| b == b'\n').any(|l| l.ends_with(b"/libjvm.so")))
 }
 
 /// The process's PID in its own PID namespace (the JVM names its files by it).
 fn ns_pid(pid: u32) -> u32 {
     status_field(pid, "NSpid")
-        .and_then(|v| v.split_whitespace().last()?.parse().ok())
+        .and_then(|v| innermost_pid(&v))
         .unwrap_or(pid)
+}
+
+/// The innermost namespace's PID of a status file's `NSpid:` value.
+pub fn innermost_pid(nspid: &str) -> Option<u32> {
+    nspid.split_whitespace().last()?.parse().ok()
 }
 
 /// Whether the process has a handler for SIGQUIT (a JVM without -Xrs).
 fn catches_sigquit(pid: u32) -> bool {
-    status_field(pid, "SigCgt")
-        .and_then(|v| u64::from_str_radix(&v, 16).ok())
-        .is_some_and(|mask| mask & (1 << (libc::SIGQUIT - 1)) != 0)
+    status_field(pid, "SigCgt").is_some_and(|v| catches(&v, libc::SIGQUIT))
+}
+
+/// Whether a status file's `SigCgt:` mask (hex) has `signal` caught.
+pub fn catches(sigcgt: &str, signal: i32) -> bool {
+    let Some(bit) = signal
+        .checked_sub(1)
+        .and_then(|b| u32::try_from(b).ok())
+        .filter(|&b| b < 64)
+    else {
+        return false;
+    };
+    u64::from_str_radix(sigcgt, 16).is_ok_and(|mask| mask & (1 << bit) != 0)
 }
 
 fn socket_path(pid: u32, nspid: u32) -> PathBuf {
@@ -116,17 +131,47 @@ pub fn jcmd(pid: u32, command: &str) -> Result<String, String> {
     let request = format!("1\0jcmd\0{command}\0\0\0");
     s.write_all(request.as_bytes())
         .map_err(|e| format!("asking the JVM: {e}"))?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer)
+    let mut answer = Vec::new();
+    (&mut s)
+        .take(MAX_ANSWER_BYTES)
+        .read_to_end(&mut answer)
         .map_err(|e| format!("reading the JVM's answer: {e}"))?;
-    let (code, output) = answer.split_once('\n').unwrap_or((answer.as_str(), ""));
+    parse_answer(&answer)
+}
+
+/// The most of an answer read: `Compiler.perfmap` and `VM.flags` answer in
+/// a few hundred bytes (the map goes to a file); whatever answers more is
+/// not a JVM's attach listener.
+const MAX_ANSWER_BYTES: u64 = 1 << 20;
+
+/// What an attach listener's answer says: its first line is a result code,
+/// 0 for success, and the command's output follows. Not UTF-8 in places
+/// costs those characters only; the error quotes at most one short line.
+pub fn parse_answer(answer: &[u8]) -> Result<String, String> {
+    let answer = String::from_utf8_lossy(answer);
+    let (code, output) = answer.split_once('\n').unwrap_or((&answer, ""));
     match code.trim() {
         "0" => Ok(output.to_string()),
         c => Err(format!(
-            "the JVM answered {c}: {}",
-            output.lines().next().unwrap_or("").trim()
+            "the JVM answered {}: {}",
+            printable(c, 16),
+            printable(output.lines().next().unwrap_or("").trim(), 200)
         )),
     }
+}
+
+/// At most `max` characters of `s`, control characters replaced: text
+/// from another process goes into messages on a terminal.
+fn printable(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
+    if s.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// What kerntax learned from a JVM that was still running when profiling
@@ -165,6 +210,40 @@ mod tests {
             run_options(Some("-Xmx64m")),
             format!("-Xmx64m {RUN_OPTIONS}")
         );
+    }
+
+    /// Issue 24: the answer comes from whatever listens on the socket.
+    #[test]
+    fn answers_are_read_as_untrusted_text() {
+        assert_eq!(parse_answer(b"0\nflags\n").unwrap(), "flags\n");
+        assert_eq!(parse_answer(b" 0 \n").unwrap(), "");
+        let e = parse_answer(b"-1\nUnknown diagnostic command\nmore").unwrap_err();
+        assert_eq!(e, "the JVM answered -1: Unknown diagnostic command");
+        let e = parse_answer(b"1\x1b[2J\n\xff\x07bell").unwrap_err();
+        assert_eq!(e, "the JVM answered 1\u{fffd}[2J: \u{fffd}\u{fffd}bell");
+        let long = format!("7\n{}", "y".repeat(500));
+        let e = parse_answer(long.as_bytes()).unwrap_err();
+        assert_eq!(e.chars().count(), "the JVM answered 7: ".len() + 200 + 1);
+        assert!(parse_answer(b"").is_err());
+    }
+
+    #[test]
+    fn caught_signals_and_namespace_pids_from_status_values() {
+        assert!(catches("0000000000000004", libc::SIGQUIT));
+        assert!(!catches("0000000000000002", libc::SIGQUIT));
+        assert!(catches("8000000000000000", 64));
+        assert!(!catches("8000000000000000", 65));
+        assert!(!catches("ffffffffffffffff", 0));
+        assert!(!catches("ffffffffffffffff", i32::MIN));
+        assert!(!catches("not hex", 3));
+        assert_eq!(innermost_pid("4242\t17"), Some(17));
+        assert_eq!(innermost_pid(""), None);
+        let status = "Name:\tjava\nNSpid:\t4242\t17\nSigCgt:\t0000000000000004\n";
+        assert_eq!(
+            crate::target::status_value(status, "NSpid").as_deref(),
+            Some("4242\t17")
+        );
+        assert_eq!(crate::target::status_value(status, "Nam"), None);
     }
 
     #[test]

@@ -13,6 +13,8 @@ pub mod demo;
 pub mod diff;
 pub mod error;
 pub mod findings;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod interp;
 pub mod jvm;
 pub mod model;

@@ -65,8 +65,15 @@ fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
 }
 
 /// A line's value from /proc/WHO/status (WHO a pid, or `self`), trimmed.
+/// The file is read as bytes: a process's name there is whatever bytes it
+/// chose, and must not cost the other fields.
 pub fn status_field(who: impl std::fmt::Display, field: &str) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{who}/status")).ok()?;
+    let status = std::fs::read(format!("/proc/{who}/status")).ok()?;
+    status_value(&String::from_utf8_lossy(&status), field)
+}
+
+/// `field`'s value in the text of a /proc status file, trimmed.
+pub fn status_value(status: &str, field: &str) -> Option<String> {
     status
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))

@@ -497,13 +497,19 @@ fn epoll_sets(pid: u32) -> Vec<(i32, i64)> {
             if link.to_str()? != "anon_inode:[eventpoll]" {
                 return None;
             }
-            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
-            Some((
-                fd,
-                info.lines().filter(|l| l.starts_with("tfd:")).count() as i64,
-            ))
+            let info = std::fs::read(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+            Some((fd, epoll_interest(&info)))
         })
         .collect()
+}
+
+/// The interest-set size an epoll instance's fdinfo states: one `tfd:`
+/// line per watched fd.
+pub fn epoll_interest(fdinfo: &[u8]) -> i64 {
+    fdinfo
+        .split(|&b| b == b'\n')
+        .filter(|l| l.starts_with(b"tfd:"))
+        .count() as i64
 }
 
 pub(crate) fn c_string(bytes: &[u8]) -> String {

@@ -14,17 +14,21 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 use super::maps::Mapping;
 
-/// A byte range of a memory-mapped file, cheap to clone.
+/// A file's bytes: memory-mapped from disk, or in memory (the fuzz
+/// harness's input).
+pub type Image = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// A byte range of a file's image, cheap to clone.
 #[derive(Clone)]
 pub struct Bytes {
-    map: Arc<Mmap>,
+    map: Image,
     range: Range<usize>,
 }
 
 impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.map[self.range.clone()]
+        &(*self.map).as_ref()[self.range.clone()]
     }
 }
 
@@ -44,13 +48,35 @@ const UNWIND_SECTIONS: &[&str] = &[
 ];
 
 pub struct ElfFile {
-    map: Arc<Mmap>,
+    map: Image,
     /// Data objects (variables) by address, read on first use: (address,
     /// size, demangled name), sorted.
     data_symbols: std::sync::OnceLock<Vec<(u64, u64, String)>>,
     /// PT_LOAD segments: (file offset, virtual address, file size).
     segments: Vec<(u64, u64, u64)>,
     sections: Vec<Section>,
+    /// Whether the symbolizer may read the file's debug info: no section
+    /// claims to inflate to more than compression can (`plausibly_inflates`).
+    pub debug_info_ok: bool,
+}
+
+/// The most a compressed section's bytes can inflate by: zlib's best ratio
+/// is about 1032:1; zstd's is higher only on runs no compiler writes.
+const MAX_INFLATION: u64 = 1100;
+/// And the most any one section may claim at all.
+const MAX_INFLATED_BYTES: u64 = 4 << 30;
+
+/// Whether a section's compression header claims a size its compressed
+/// bytes can inflate to. blazesym allocates the claimed size up front: a
+/// file claiming terabytes would abort kerntax (found by fuzzing,
+/// `fuzz/regressions/elf/compressed-section-claims-too-much`).
+fn plausibly_inflates(r: &object::CompressedFileRange) -> bool {
+    r.format == object::CompressionFormat::None
+        || r.uncompressed_size
+            <= r.compressed_size
+                .saturating_mul(MAX_INFLATION)
+                .saturating_add(4096)
+                .min(MAX_INFLATED_BYTES)
 }
 
 impl ElfFile {
@@ -58,8 +84,18 @@ impl ElfFile {
         let file = File::open(path).with_context(|| format!("opening {path}"))?;
         // SAFETY: read-only private mapping; a file truncated under us would
         // fault, which is the accepted risk of every profiler reading binaries.
-        let map = Arc::new(unsafe { Mmap::map(&file) }.with_context(|| format!("mapping {path}"))?);
-        let obj = object::File::parse(&**map).with_context(|| format!("parsing ELF {path}"))?;
+        let map: Mmap = unsafe { Mmap::map(&file) }.with_context(|| format!("mapping {path}"))?;
+        ElfFile::parse(Arc::new(map)).with_context(|| format!("parsing ELF {path}"))
+    }
+
+    /// The ELF file in `image`. Its headers are the file's word, not the
+    /// truth: a section whose range overflows or lies outside the image is
+    /// left out, and segment arithmetic saturates (found by fuzzing: a
+    /// section ending past 2^64 wrapped to a range that panicked when read).
+    pub fn parse(image: Image) -> Result<ElfFile> {
+        let map = image;
+        let bytes: &[u8] = (*map).as_ref();
+        let obj = object::File::parse(bytes)?;
         let segments = obj
             .segments()
             .map(|s| {
@@ -72,16 +108,23 @@ impl ElfFile {
             .filter_map(|&name| {
                 let s = obj.section_by_name(name)?;
                 let (offset, size) = s.file_range()?;
-                let file = offset as usize..(offset + size) as usize;
-                (file.end <= map.len()).then(|| Section {
+                let end = offset.checked_add(size)?;
+                let file = usize::try_from(offset).ok()?..usize::try_from(end).ok()?;
+                (file.end <= bytes.len()).then_some(())?;
+                Some(Section {
                     name,
-                    svma: s.address()..s.address() + s.size(),
+                    svma: s.address()..s.address().checked_add(s.size())?,
                     file,
                 })
             })
             .collect();
+        let debug_info_ok = obj.sections().all(|s| {
+            s.compressed_file_range()
+                .is_ok_and(|r| plausibly_inflates(&r))
+        });
         drop(obj);
         Ok(ElfFile {
+            debug_info_ok,
             map,
             data_symbols: Default::default(),
             segments,
@@ -103,7 +146,9 @@ impl ElfFile {
             .or_else(|| {
                 self.segments
                     .iter()
-                    .filter(|&&(off, _, size)| page(off) <= m.offset && m.offset < off + size)
+                    .filter(|&&(off, _, size)| {
+                        page(off) <= m.offset && m.offset < off.saturating_add(size)
+                    })
                     .max_by_key(|&&(off, _, _)| off)
             })?;
         let svma_at_start = vaddr.wrapping_sub(offset).wrapping_add(m.offset);
@@ -113,12 +158,20 @@ impl ElfFile {
     /// The variable at `svma` (an address as stated in the file) and the
     /// offset into it: `("g_lock", 0)`, `("g_table", 0x10)`.
     pub fn data_symbol(&self, svma: u64) -> Option<(&str, u64)> {
-        let table = self.data_symbols.get_or_init(|| data_symbols(&self.map));
+        let table = self
+            .data_symbols
+            .get_or_init(|| data_symbols((*self.map).as_ref()));
         let i = table
             .partition_point(|&(addr, _, _)| addr <= svma)
             .checked_sub(1)?;
-        let (addr, size, name) = &table[i];
-        (svma < addr + size.max(&1)).then(|| (name.as_str(), svma - addr))
+        let &(addr, size, ref name) = &table[i];
+        (svma - addr < size.max(1)).then(|| (name.as_str(), svma - addr))
+    }
+
+    /// The stated addresses of `.text`, where a file's frames are.
+    pub fn text_range(&self) -> Option<Range<u64>> {
+        let s = self.sections.iter().find(|s| s.name == ".text")?;
+        (s.svma.start < s.svma.end).then(|| s.svma.clone())
     }
 
     pub fn section_info(&self) -> SectionInfo<'_> {
@@ -144,8 +197,8 @@ pub fn demangle(name: &str) -> String {
     name.to_string()
 }
 
-fn data_symbols(map: &Mmap) -> Vec<(u64, u64, String)> {
-    let Ok(obj) = object::File::parse(&**map) else {
+fn data_symbols(bytes: &[u8]) -> Vec<(u64, u64, String)> {
+    let Ok(obj) = object::File::parse(bytes) else {
         return vec![];
     };
     let mut table: Vec<(u64, u64, String)> = obj
@@ -160,7 +213,7 @@ fn data_symbols(map: &Mmap) -> Vec<(u64, u64, String)> {
 }
 
 pub struct SectionInfo<'a> {
-    file: Arc<Mmap>,
+    file: Image,
     sections: &'a [Section],
 }
 
@@ -235,11 +288,25 @@ impl ModuleTable {
         if elf.is_none() {
             self.failed += 1;
         }
-        let i = self.paths.len();
-        self.paths.push(path);
-        self.elves.push(elf.clone());
+        let i = self.add(path, elf.clone());
         self.index.insert(key, i);
         (i, elf)
+    }
+
+    /// Numbers the file at `path`, with its contents if read.
+    pub fn add(&mut self, path: String, elf: Option<Arc<ElfFile>>) -> usize {
+        self.paths.push(path);
+        self.elves.push(elf);
+        self.paths.len() - 1
+    }
+
+    /// Whether the symbolizer may read module `i`'s debug info: only that
+    /// of a file kerntax parsed and found plausible.
+    pub fn debug_info_ok(&self, i: usize) -> bool {
+        self.elves
+            .get(i)
+            .and_then(Option::as_ref)
+            .is_some_and(|e| e.debug_info_ok)
     }
 }
 
@@ -276,6 +343,38 @@ mod tests {
             "kerntax::main"
         );
         assert_eq!(demangle("g_config_lock"), "g_config_lock");
+    }
+
+    #[test]
+    fn a_compressed_section_may_claim_what_compression_can_inflate_to() {
+        let range = |compressed_size, uncompressed_size| object::CompressedFileRange {
+            format: object::CompressionFormat::Zlib,
+            offset: 0,
+            compressed_size,
+            uncompressed_size,
+        };
+        let bound = 1000 * MAX_INFLATION + 4096;
+        assert!(plausibly_inflates(&range(1000, bound)));
+        assert!(!plausibly_inflates(&range(1000, bound + 1)));
+        assert!(plausibly_inflates(&range(u64::MAX / 2, MAX_INFLATED_BYTES)));
+        assert!(!plausibly_inflates(&range(
+            u64::MAX / 2,
+            MAX_INFLATED_BYTES + 1
+        )));
+        assert!(plausibly_inflates(&object::CompressedFileRange::none(
+            Some((0, 10))
+        )));
+        // A real file with zlib-compressed DWARF, and the same file whose
+        // .debug_info claims 4 TiB.
+        let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+        let real = ElfFile::open(&fuzz.join("corpus/elf/dwarf-zlib").to_string_lossy()).unwrap();
+        assert!(real.debug_info_ok);
+        let path = fuzz.join("regressions/elf/compressed-section-claims-too-much");
+        assert!(
+            !ElfFile::open(&path.to_string_lossy())
+                .unwrap()
+                .debug_info_ok
+        );
     }
 
     #[test]

@@ -11,119 +11,12 @@
 //! belongs to an earlier process with the same PID) and is not used.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::time::SystemTime;
 
+pub use super::perf_map::{MapState, PerfMap, read};
 use crate::jvm;
 use crate::model::{FrameLoc, UnwoundStack};
 use crate::report::JitProcess;
-
-/// One process's JIT code: (start, end, name) sorted by start; of
-/// overlapping entries (code freed and its memory reused), the later line
-/// of the file wins.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct PerfMap {
-    entries: Vec<(u64, u64, String)>,
-}
-
-fn hex(s: &str) -> Option<u64> {
-    let s = s.strip_prefix("0x").unwrap_or(s);
-    u64::from_str_radix(s, 16).ok()
-}
-
-impl PerfMap {
-    /// Parses a map's text; malformed lines are skipped.
-    pub fn parse(text: &str) -> PerfMap {
-        let mut entries: Vec<(usize, u64, u64, String)> = text
-            .lines()
-            .enumerate()
-            .filter_map(|(i, line)| {
-                let mut it = line.splitn(3, ' ');
-                let start = hex(it.next()?)?;
-                let size = hex(it.next()?)?;
-                let name = it.next()?.trim();
-                (size > 0 && !name.is_empty())
-                    .then(|| (i, start, start.saturating_add(size), name.to_string()))
-            })
-            .collect();
-        entries.sort_by_key(|e| (e.1, e.0));
-        // A later line covering the same start replaces the earlier ones.
-        let mut out: Vec<(usize, u64, u64, String)> = Vec::with_capacity(entries.len());
-        for e in entries {
-            if let Some(last) = out.last_mut()
-                && last.1 == e.1
-            {
-                if e.0 > last.0 {
-                    *last = e;
-                }
-                continue;
-            }
-            out.push(e);
-        }
-        PerfMap {
-            entries: out.into_iter().map(|(_, s, e, n)| (s, e, n)).collect(),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The name of the code at `addr`, as the JIT wrote it.
-    pub fn lookup(&self, addr: u64) -> Option<&str> {
-        let i = self.entries.partition_point(|e| e.0 <= addr);
-        // The nearest starts at or below `addr`; a few back in case an
-        // earlier, longer entry overlaps.
-        self.entries[..i]
-            .iter()
-            .rev()
-            .take(4)
-            .find(|e| addr < e.1)
-            .map(|e| e.2.as_str())
-    }
-}
-
-/// The perf map of `pid` as a path this process can read: through the
-/// process's own root while it lives (its /tmp may be another mount
-/// namespace's), else kerntax's /tmp.
-fn map_paths(pid: u32) -> Vec<PathBuf> {
-    vec![
-        PathBuf::from(format!("/proc/{pid}/root/tmp/perf-{pid}.map")),
-        PathBuf::from(format!("/tmp/perf-{pid}.map")),
-    ]
-}
-
-/// Why a process's JIT frames have no names.
-#[derive(Debug, Clone, PartialEq)]
-pub enum MapState {
-    Read(PerfMap),
-    /// No map: the JIT was not asked to write one, or could not be.
-    Missing,
-    /// Only one written before the profile started.
-    Stale,
-}
-
-/// Reads `pid`'s perf map if one was written since `since`.
-pub fn read(pid: u32, since: SystemTime) -> MapState {
-    let mut state = MapState::Missing;
-    for path in map_paths(pid) {
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if meta.modified().is_ok_and(|m| m < since) {
-            state = MapState::Stale;
-            continue;
-        }
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            return MapState::Read(PerfMap::parse(&text));
-        }
-    }
-    state
-}
 
 /// What a JIT's name for its code says about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +78,7 @@ impl JitMaps {
 
     pub fn lookup(&self, pid: u32, addr: u64) -> Option<&str> {
         match self.maps.get(&pid)? {
-            MapState::Read(m) => m.lookup(addr),
+            MapState::Read { map, .. } => map.lookup(addr),
             _ => None,
         }
     }
@@ -244,7 +137,7 @@ pub fn gather<'a>(
     for (pid, set) in &addrs {
         let state = maps.maps.get(pid);
         let entries = match state {
-            Some(MapState::Read(m)) => m.len() as u64,
+            Some(MapState::Read { map, .. }) => map.len() as u64,
             _ => 0,
         };
         let named = set
@@ -255,7 +148,15 @@ pub fn gather<'a>(
         let frame_pointers = asked.and_then(|a| a.frame_pointers);
         let mut problems = Vec::new();
         match state {
-            Some(MapState::Read(_)) => {}
+            Some(MapState::Read { cut_bytes: 0, .. }) => {}
+            Some(MapState::Read { cut_bytes, .. }) => problems.push(format!(
+                "its perf map is larger than kerntax reads: its first {} MiB were left \
+                 unread, so code named only there is unnamed",
+                cut_bytes.div_ceil(1 << 20)
+            )),
+            Some(MapState::Refused(why)) => {
+                problems.push(format!("its perf map was not read: {why}"));
+            }
             Some(MapState::Stale) => problems.push(
                 "its perf map was written before the profile started (stale), so its JIT \
                  frames are unnamed"
@@ -301,32 +202,6 @@ pub fn gather<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MAP: &str = "\
-0x00007f8dc0940b80 0x0000000000017de0 Interpreter
-0x00007f8dc0ecaaa0 0x0000000000000248 void Spin.work()
-7f8dc0ecb000 100 LazyCompile:*handle /srv/app.js:10
-not a line
-0x00007f8dc0ecaaa0 0x0000000000000100 void Spin.work2(int, java.lang.Object)
-0x00007f8dc0ec7600 0x0000000000000028 java.lang.Object java.lang.invoke.MethodHandle.linkToStatic(java.lang.Object, java.lang.invoke.MemberName)
-";
-
-    #[test]
-    fn entries_are_found_by_address_and_a_later_line_replaces_an_earlier_one() {
-        let m = PerfMap::parse(MAP);
-        assert_eq!(m.len(), 4);
-        assert_eq!(m.lookup(0x7f8dc0940b80), Some("Interpreter"));
-        assert_eq!(m.lookup(0x7f8dc0940b80 + 0x17de0), None);
-        assert_eq!(
-            m.lookup(0x7f8dc0ecaab0),
-            Some("void Spin.work2(int, java.lang.Object)")
-        );
-        assert_eq!(
-            m.lookup(0x7f8dc0ecb0ff),
-            Some("LazyCompile:*handle /srv/app.js:10")
-        );
-        assert_eq!(m.lookup(0x10), None);
-    }
 
     #[test]
     fn java_names_lose_return_type_and_parameters_and_are_told_apart() {

@@ -51,9 +51,15 @@ pub fn parse_line(line: &str) -> Option<Mapping> {
     let (start, end) = range.split_once('-')?;
     let (major, minor) = dev.split_once(':')?;
     let path = rest.trim();
+    let (start, end) = (hex(start)?, hex(end)?);
+    // The kernel never writes an empty or reversed range; a line that does
+    // is not a mapping (its length would underflow).
+    if end <= start {
+        return None;
+    }
     Some(Mapping {
-        start: hex(start)?,
-        end: hex(end)?,
+        start,
+        end,
         offset,
         executable: perms.as_bytes().get(2) == Some(&b'x'),
         dev: (hex(major)? << 32) | hex(minor)?,
@@ -66,8 +72,12 @@ pub fn parse(text: &str) -> Vec<Mapping> {
     text.lines().filter_map(parse_line).collect()
 }
 
+/// A process's mappings. A file name that is not UTF-8 (the kernel writes
+/// names as bytes) costs that mapping its name, not the process its maps.
 pub fn read(pid: u32) -> io::Result<Vec<Mapping>> {
-    let maps = parse(&fs::read_to_string(format!("/proc/{pid}/maps"))?);
+    let maps = parse(&String::from_utf8_lossy(&fs::read(format!(
+        "/proc/{pid}/maps"
+    ))?));
     if maps.is_empty() {
         // A zombie's maps are empty: as good as gone.
         return Err(io::Error::from_raw_os_error(libc::ESRCH));
@@ -88,6 +98,8 @@ mod tests {
 7ffd1b9e5000-7ffd1ba06000 rw-p 00000000 00:00 0                          [stack]
 7ffd1bbd6000-7ffd1bbd8000 r-xp 00000000 00:00 0                          [vdso]
 garbage line
+7ffd1bbd8000-7ffd1bbd8000 r-xp 00000000 00:00 0                          [empty]
+7ffd1bbd9000-7ffd1bbd8000 r-xp 00000000 00:00 0                          [reversed]
 ";
 
     #[test]

@@ -7,5 +7,6 @@ pub mod frame;
 pub mod jit;
 pub mod kallsyms;
 pub mod maps;
+pub mod perf_map;
 pub mod symbolize;
 pub mod unwind;

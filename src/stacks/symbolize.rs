@@ -101,6 +101,35 @@ pub fn is_runtime_library(path: &str) -> bool {
     RUNTIME_LIBRARIES.iter().any(|r| name.starts_with(r))
 }
 
+/// The highest address asked of the symbolizer: no file states code in
+/// the last page of the address space, and blazesym's range arithmetic
+/// overflows there (found by fuzzing, `fuzz/regressions/elf`).
+const MAX_CODE_SVMA: u64 = u64::MAX - 0x1000;
+
+/// blazesym's names for `addrs` of the file `src`; none when the file
+/// cannot be read, or when its contents make blazesym panic: a hostile or
+/// corrupt binary costs its own frames' names, not the run (the panic's
+/// message is printed; the frames count as unresolved).
+fn symbolize<'s>(
+    symbolizer: &'s Symbolizer,
+    src: &Source<'_>,
+    addrs: &[u64],
+) -> Vec<Symbolized<'s>> {
+    let asked: Vec<u64> = addrs.iter().map(|&a| a.min(MAX_CODE_SVMA)).collect();
+    let mut named = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        symbolizer.symbolize(src, Input::VirtOffset(&asked))
+    }))
+    .ok()
+    .and_then(Result::ok)
+    .unwrap_or_default();
+    for (r, &a) in named.iter_mut().zip(addrs) {
+        if a > MAX_CODE_SVMA {
+            *r = Symbolized::Unknown(blazesym::symbolize::Reason::InvalidFileOffset);
+        }
+    }
+    named
+}
+
 impl Symbols {
     /// How many of a stack's strings (as `stack` gives them) come from its
     /// innermost frames in runtime libraries or the vDSO.
@@ -222,10 +251,10 @@ impl Symbols {
             addrs.sort_unstable();
             addrs.dedup();
             let path = &modules.paths[module];
-            let src = Source::Elf(Elf::new(path));
-            let results = symbolizer
-                .symbolize(&src, Input::VirtOffset(&addrs))
-                .unwrap_or_default();
+            let mut elf = Elf::new(path);
+            elf.debug_syms = modules.debug_info_ok(module);
+            let src = Source::Elf(elf);
+            let results = symbolize(symbolizer, &src, &addrs);
             // A return address planted by a trampoline (makecontext's
             // __start_context) points at a function's first byte, so the
             // lookup address one before it falls outside: try it as is.
@@ -233,11 +262,9 @@ impl Symbols {
                 .iter()
                 .zip(&results)
                 .filter(|(_, r)| matches!(r, Symbolized::Unknown(_)))
-                .map(|(&a, _)| a + 1)
+                .map(|(&a, _)| a.saturating_add(1))
                 .collect();
-            let retried = symbolizer
-                .symbolize(&src, Input::VirtOffset(&missed))
-                .unwrap_or_default();
+            let retried = symbolize(symbolizer, &src, &missed);
             let mut retried = retried.iter();
             for (i, &svma) in addrs.iter().enumerate() {
                 let result = match results.get(i) {
