@@ -51,8 +51,3 @@ rm -f "$parca_log" "$parca_log.path"
 # must not see another test's kerntax.
 # Arguments go to cargo test (e.g. `--test real` runs one test binary).
 cargo test --release --quiet "$@" -- --test-threads=1
-# The whole suite also fuzzes each parser of outside input briefly, the same
-# inputs every run (fuzz/run.sh; the long runs' results are in the README).
-if [ $# -eq 0 ]; then
-    fuzz/run.sh --runs 3000 --seed 1
-fi

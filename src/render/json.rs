@@ -30,7 +30,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
                 dir.display()
             )
         })?;
-    tmp.write_all(bytes)
+    // Through the file itself: the temporary file's error would name it,
+    // and it is gone once the error is shown (issue 24).
+    tmp.as_file_mut()
+        .write_all(bytes)
         .with_context(|| format!("writing {}", path.display()))?;
     tmp.persist(path)
         .map_err(|e| e.error)

@@ -51,11 +51,19 @@ impl LazyKallsyms {
         Some(self.get())
     }
 
-    /// The symbols, waiting for them the first time (none if loading
-    /// failed).
+    /// The symbols (none if loading failed). If the idle-priority loader
+    /// has not finished, they are loaded here instead (about 40 ms), not
+    /// waited for: on a machine a busy target keeps busy the loader may
+    /// not run for as long as the target does (issue 24: a report took
+    /// 24 s with two CPU hogs running, 51 ms without). The loader is left
+    /// to finish on its own.
     pub fn get(&mut self) -> &Kallsyms {
         if let Some(h) = self.loading.take() {
-            self.ready = h.join().unwrap_or_default();
+            self.ready = if h.is_finished() {
+                h.join().unwrap_or_default()
+            } else {
+                Kallsyms::load()
+            };
         }
         &self.ready
     }
@@ -154,6 +162,33 @@ ffffffff81001000 t do_sys_poll
 ffffffffc0a01000 t bpf_prog_d8008fd09bb9d03a_kt_sys_exit\t[bpf]
 ffffffffc0b00000 W weak_fn [some_module]
 ";
+
+    /// Issue 24: a loader that cannot run (its CPU time taken by busy
+    /// threads) is not waited for.
+    #[test]
+    fn symbols_are_not_waited_for_from_a_starved_loader() {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let starved = std::thread::spawn(move || {
+            let _ = wait.recv();
+            Kallsyms::parse(TEXT.as_bytes())
+        });
+        let mut lazy = LazyKallsyms::new(starved);
+        assert!(lazy.try_get().is_none());
+        // Returns while the loader is still blocked: it is released only
+        // below (a get that joined it would never return).
+        let _ = lazy.get();
+        assert!(lazy.loading.is_none());
+        release.send(()).unwrap();
+        // A finished loader's symbols are taken as they are.
+        let mut lazy = LazyKallsyms::new(std::thread::spawn(|| Kallsyms::parse(TEXT.as_bytes())));
+        while lazy.try_get().is_none() {
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            lazy.get().name(0xffffffff81000080),
+            Some("entry_SYSCALL_64")
+        );
+    }
 
     #[test]
     fn an_address_is_named_by_the_closest_code_symbol_below_it() {
