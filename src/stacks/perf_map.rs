@@ -148,8 +148,9 @@ fn trusted_owners(pid: u32) -> Vec<u32> {
 /// waited on), at most its last `MAX_MAP_BYTES`.
 pub fn read(pid: u32, since: SystemTime) -> MapState {
     let mut state = MapState::Missing;
+    let owners = trusted_owners(pid);
     for path in map_paths(pid) {
-        match read_one(&path, since, &trusted_owners(pid)) {
+        match read_one(&path, since, &owners) {
             MapState::Missing => {}
             read @ MapState::Read { .. } => return read,
             other => state = other,
