@@ -103,6 +103,7 @@ pub struct KernelLoss {
     pub kernel_stack_lost: u64,
     pub switch_in_unseen: u64,
     pub trace_ringbuf_full: u64,
+    pub map_changes_unread: u64,
 }
 
 /// A process's calls of one poll-family syscall, summed over CPUs.

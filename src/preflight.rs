@@ -46,6 +46,12 @@ fn parse_release(release: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
+/// Whether the running kernel is at least `major.minor` (false when its
+/// release cannot be read).
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    parse_release(&kernel_release()).is_some_and(|v| v >= (major, minor))
+}
+
 pub fn kernel_release() -> String {
     fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())

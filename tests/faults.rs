@@ -268,11 +268,11 @@ fn release_gated(target: &mut Reaped) -> Option<i32> {
 /// of sh, sh's of calls), and a sample whose image was gone before its map
 /// could be read is counted as lost, never named with the next image's
 /// functions. Seen: getppid 3,001 (the shell's own $PPID), dup 2,000/2,000,
-/// execve 3, and 0 to ~760 samples in `maps_unavailable`: all of an
-/// image's samples are lost when it is replaced before kerntax has read
-/// its memory map (a known gap): the shell's, which lives under a
-/// millisecond, and in most runs the fixture's own 3,000 getppid too.
-/// Counted, though, and never named after the next image.
+/// execve 3. Until kerntax took an image's mappings at its exec
+/// (`sched_prepare_exec`), all of an image replaced before kerntax had read
+/// its memory map lost its samples: 0 to ~760 in `maps_unavailable`, the
+/// shell's and in most runs the fixture's 3,000 getppid. Now none are lost
+/// (250-390 samples in before_exec; the shell's own getppid in dash).
 #[test]
 fn a_target_that_execs_mid_run_is_covered_under_its_new_program() {
     if !bpf_available() {
@@ -311,15 +311,38 @@ fn a_target_that_execs_mid_run_is_covered_under_its_new_program() {
     for name in ["getppid", "dup", "execve"] {
         sites_add_up(r, name);
     }
-    // Named after the image that made them, or counted as lost.
+    // Named after the image that made them (the shell's own getppid in the
+    // shell), or counted as lost.
+    let in_shell = |frames: &[String]| {
+        frames
+            .iter()
+            .skip(1)
+            .any(|f| f.starts_with("dash+") || f.starts_with("sh+") || f.contains("(dash)"))
+    };
+    let mut in_before_exec = 0;
     for (name, func) in [("getppid", "before_exec"), ("dup", "call_dup_fail")] {
         for c in &syscall(r, name).callsites {
+            // A stack cut after its first frame (the new image's stack
+            // pages not yet in memory when BPF copied them) names nothing
+            // wrong and is counted.
+            let cut = c.frames.len() == 1 && r.loss.stacks_truncated > 0;
             assert!(
-                named_or_lost(&c.frames, func),
+                named_or_lost(&c.frames, func) || cut || (name == "getppid" && in_shell(&c.frames)),
                 "{name} named {:?}",
                 c.frames
             );
+            if has_frame(&c.frames, "before_exec") {
+                in_before_exec += c.samples;
+            }
         }
+    }
+    // Since Linux 6.10 an image's mappings come just before the exec that
+    // replaces it (sched_prepare_exec): its samples are unwound against
+    // them even when its map was never read (before, all of the fixture's
+    // samples were lost in most runs).
+    if kerntax::preflight::kernel_at_least(6, 10) {
+        assert_eq!(r.loss.maps_unavailable, 0, "{:?}", r.loss.nonzero());
+        assert!(in_before_exec > 0, "no getppid sample named before_exec");
     }
     let lost = lost_stacks_are_counted(r);
     eprintln!(
@@ -418,14 +441,14 @@ fn a_library_loaded_and_unloaded_2000_times_is_counted_and_named() {
 /// getppid stack named in B (or a getuid one in A) is a wrong answer: each
 /// must be named in its own library or counted as lost.
 ///
-/// Ignored: kerntax fails it every run. It reads /proc/PID/maps when it
-/// unwinds a batch (every 100 ms), not when the sample was taken, so all of
-/// a batch's samples are named after whichever library is mapped then: in
-/// 3 of 3 runs every sample of one of the two calls was named in the other
-/// library (e.g. getppid 50,000 calls, its one call site
-/// `__GI_getppid <- faultlib_b_getuid`), with nothing in `loss`.
+/// Before the kernel sent mapping changes in ring order
+/// (src/bpf/maps.bpf.h), kerntax failed this every run: it read
+/// /proc/PID/maps when it unwound a batch (every 100 ms), so all of a
+/// batch's samples were named after whichever library was mapped then
+/// (getppid's one call site `__GI_getppid <- faultlib_b_getuid`, nothing in
+/// `loss`). Seen since: 50,000 calls of each, ~300 samples each, every one
+/// in its own library.
 #[test]
-#[ignore = "kerntax defect: samples in a library unloaded since are named after the one mapped there now"]
 fn libraries_mapped_in_turn_at_one_address_are_never_confused() {
     if !bpf_available() {
         return;
@@ -451,9 +474,19 @@ fn libraries_mapped_in_turn_at_one_address_are_never_confused() {
         ("getppid", "faultlib_a_getppid"),
         ("getuid", "faultlib_b_getuid"),
     ] {
+        let mut in_own = 0;
         for c in &syscall(r, name).callsites {
             assert!(named_or_lost(&c.frames, own), "{name} named {:?}", c.frames);
+            if has_frame(&c.frames, own) {
+                in_own += c.samples;
+            }
         }
+        // Not passed by losing every stack: most are named.
+        let all: u64 = syscall(r, name).callsites.iter().map(|c| c.samples).sum();
+        assert!(
+            in_own * 2 > all,
+            "{name}: {in_own} of {all} samples in {own}"
+        );
     }
     lost_stacks_are_counted(r);
     assert!(wait_programs_gone().is_empty());

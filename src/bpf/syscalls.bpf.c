@@ -22,6 +22,7 @@ char LICENSE[] SEC("license") = "GPL";
 struct kt_stack_event *kt_btf_stack_event __attribute__((unused));
 struct kt_proc_event *kt_btf_proc_event __attribute__((unused));
 struct kt_exit_maps_event *kt_btf_exit_maps_event __attribute__((unused));
+struct kt_map_change_event *kt_btf_map_change_event __attribute__((unused));
 
 /* The sampling constants, for the report to state (read-only data). */
 const volatile __u32 kt_cfg_sample_shift = KT_SAMPLE_SHIFT;
@@ -388,6 +389,7 @@ static __always_inline __u32 next_gap(__u64 seen)
 #include "trace.bpf.h"
 #include "sched.bpf.h"
 #include "cpu.bpf.h"
+#include "maps.bpf.h"
 
 /*
  * The path a file syscall names, if `nr` is one (x86-64 numbers): the
@@ -474,6 +476,8 @@ int BPF_PROG(kt_sys_enter, struct pt_regs *regs, long id)
 	t->req_bytes = nr <= 1 || nr == 17 || nr == 18 || nr == 44 || nr == 45 ? regs->dx : 0;
 	if (nr == KT_NR_SCHED_YIELD)
 		t->yields++;
+	if (nr - KT_NR_MMAP <= KT_NR_MUNMAP - KT_NR_MMAP)
+		maps_enter(regs, nr);
 	/* Lock operations and poll-family calls are sampled at their exit
 	 * instead, where what they did is known. */
 	if (is_lock_syscall(nr) && lock_enter(regs, t, nr) != KT_LOCK_OP_NONE) {
@@ -619,6 +623,8 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 	if (t->lock_op != KT_LOCK_OP_NONE || is_poll_syscall(nr) || nr == KT_NR_EPOLL_CTL ||
 	    t->off_cpu_ns != t->enter_off_cpu_ns)
 		sample_exit(regs, t, ret, delta_ns);
+	if (nr - KT_NR_MMAP <= KT_NR_MPROTECT - KT_NR_MMAP)
+		maps_exit(regs, nr, ret);
 	return 0;
 }
 
@@ -713,7 +719,7 @@ static __always_inline void fill_record(struct kt_thread_record *r, struct task_
  * Needs the exit tracepoint to fire before the memory map is released
  * (Linux 6.17+) and the VMA iterator kfuncs; elsewhere it sends nothing.
  */
-static __always_inline void emit_exit_maps(struct task_struct *p)
+static __always_inline void emit_exit_maps(struct task_struct *p, __u32 kind)
 {
 	struct kt_exit_maps_event *ev;
 	struct vm_area_struct *vma;
@@ -727,7 +733,7 @@ static __always_inline void emit_exit_maps(struct task_struct *p)
 		count_loss(ringbuf_full);
 		return;
 	}
-	ev->hdr.kind = KT_EV_EXIT_MAPS;
+	ev->hdr.kind = kind;
 	ev->hdr.pid = p->tgid;
 	ev->hdr.tid = p->pid;
 	ev->truncated = 0;
@@ -766,6 +772,20 @@ static __always_inline void emit_exit_maps(struct task_struct *p)
 	bpf_ringbuf_submit(ev, 0);
 }
 
+/*
+ * Before an exec replaces the memory map (Linux 6.10+; not attached where
+ * the tracepoint is missing): the old image's mappings, for its samples
+ * still waiting for a map. An image replaced before user space had read
+ * its map had all its samples lost (tests/faults.rs, fault 1).
+ */
+SEC("tp_btf/sched_prepare_exec")
+int BPF_PROG(kt_prepare_exec, struct task_struct *task, struct linux_binprm *bprm)
+{
+	if (task_is_tracked(task))
+		emit_exit_maps(task, KT_EV_EXEC_MAPS);
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(kt_exit, struct task_struct *p)
 {
@@ -787,7 +807,7 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 
 		/* Its pid may be reused by a process that is none of ours. */
 		bpf_map_delete_elem(&kt_tgids, &tgid);
-		emit_exit_maps(p);
+		emit_exit_maps(p, KT_EV_EXIT_MAPS);
 	}
 	if (kt_cfg_trace)
 		trace_life(KT_TR_EXIT, p, 0);
@@ -826,6 +846,8 @@ int kt_snapshot(struct bpf_iter__task *ctx)
 
 	if (!task)
 		return 0;
+	if (bpf_iter_task_vma_new)
+		kt_map_events_on = 1;
 	tgid = task->tgid;
 	if (tgid == kt_self_tgid)
 		return 0;

@@ -132,6 +132,7 @@ struct kt_kernel_loss {
 	__u64 kernel_stack_lost;     /* a CPU sample's kernel stack: not walked or no room */
 	__u64 switch_in_unseen;      /* a thread back on a CPU with no sched_switch for it */
 	__u64 trace_ringbuf_full;    /* --perfetto records lost: their ring buffer full */
+	__u64 map_changes_unread;    /* a change of executable mappings whose mappings could not be read */
 };
 
 /* Event kinds (kt_event_header.kind); build.rs hands these to Rust. */
@@ -139,6 +140,15 @@ struct kt_kernel_loss {
 #define KT_EV_FORK 2
 #define KT_EV_EXEC 3
 #define KT_EV_EXIT_MAPS 4
+#define KT_EV_MAP_CHANGE 5
+#define KT_EV_EXEC_MAPS 6  /* a kt_exit_maps_event: the image an exec replaces */
+
+/* Executable file mappings a map change states, at most this many. */
+#define KT_MAX_CHANGED_MAPS 8
+/* The first one's path, as its names from the file up to the root: at most
+ * this many of at most this many bytes each. */
+#define KT_PATH_PARTS 16
+#define KT_PATH_PART_BYTES 64
 
 /* Mappings sent when a process exits, at most this many. */
 #define KT_MAX_EXIT_MAPS 256
@@ -266,6 +276,34 @@ struct kt_exit_maps_event {
 	__u32 count;
 	__u32 truncated;   /* more mappings than KT_MAX_EXIT_MAPS */
 	struct kt_exit_mapping maps[KT_MAX_EXIT_MAPS];
+};
+
+#define KT_CHANGE_UNREAD 1     /* the memory map was busy: maps[] unknown */
+#define KT_CHANGE_TRUNCATED 2  /* more mappings than KT_MAX_CHANGED_MAPS */
+#define KT_CHANGE_PATH_CUT 4   /* path[] does not reach the root */
+
+/*
+ * A tracked process changed its executable file mappings (mmap or mprotect
+ * with PROT_EXEC, munmap, a MAP_FIXED mapping or an mprotect without
+ * PROT_EXEC over one): in [start, end) its executable file mappings are now
+ * maps[] (whole VMAs, which may reach past the range). Sent in ring order
+ * with the stack samples, so each sample is unwound against the mappings
+ * it was taken under (a library dlclose'd and another dlopen'ed at its
+ * address between two reads of /proc/PID/maps).
+ */
+struct kt_map_change_event {
+	struct kt_event_header hdr;
+	__u64 start;
+	__u64 end;
+	__u32 count;
+	__u32 flags;       /* KT_CHANGE_* */
+	struct kt_exit_mapping maps[KT_MAX_CHANGED_MAPS];
+	/* maps[0]'s file: its name, its directory's, ... up to the root
+	 * (path_parts of them; KT_CHANGE_PATH_CUT: the root not reached). User
+	 * space may not see the mapping in /proc before it goes. */
+	__u32 path_parts;
+	__u32 _pad;
+	char path[KT_PATH_PARTS * KT_PATH_PART_BYTES]; /* part i at i * KT_PATH_PART_BYTES */
 };
 
 /* A thread's counters, written at its exit and by the snapshot iterator. */

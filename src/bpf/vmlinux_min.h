@@ -104,8 +104,34 @@ struct inode {
 	struct super_block *i_sb;
 };
 
+struct qstr {
+	const unsigned char *name;
+};
+
+struct dentry {
+	struct dentry *d_parent;
+	struct qstr d_name;
+};
+
+struct vfsmount {
+	struct dentry *mnt_root;
+};
+
+/* The mount a vfsmount is embedded in (fs/mount.h). */
+struct mount {
+	struct mount *mnt_parent;
+	struct dentry *mnt_mountpoint;
+	struct vfsmount mnt;
+};
+
+struct path {
+	struct vfsmount *mnt;
+	struct dentry *dentry;
+};
+
 struct file {
 	struct inode *f_inode;
+	struct path f_path;
 };
 
 struct vm_area_struct {

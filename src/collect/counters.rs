@@ -265,6 +265,7 @@ impl Collector<'_> {
             loss.kernel_stack_lost += l.kernel_stack_lost;
             loss.switch_in_unseen += l.switch_in_unseen;
             loss.trace_ringbuf_full += l.trace_ringbuf_full;
+            loss.map_changes_unread += l.map_changes_unread;
         }
         Ok(KernelCounters {
             syscalls,

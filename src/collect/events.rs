@@ -12,6 +12,7 @@ unsafe impl plain::Plain for types::kt_stack_event {}
 unsafe impl plain::Plain for types::kt_stack_sample {}
 unsafe impl plain::Plain for types::kt_proc_event {}
 unsafe impl plain::Plain for types::kt_exit_maps_event {}
+unsafe impl plain::Plain for types::kt_map_change_event {}
 unsafe impl plain::Plain for types::kt_py_proc {}
 
 #[allow(dead_code)]
@@ -36,6 +37,23 @@ pub struct ExitMapping {
 
 const KT_MAPPING_EXEC: u32 = 1;
 const KT_MAPPING_HEAP: u32 = 2;
+const KT_CHANGE_UNREAD: u32 = 1;
+const KT_CHANGE_TRUNCATED: u32 = 2;
+const KT_CHANGE_PATH_CUT: u32 = 4;
+/// KT_PATH_PART_BYTES: each name's cell in a map change's path.
+const PATH_PART_BYTES: usize = 64;
+
+fn exit_mapping(m: &types::kt_exit_mapping) -> ExitMapping {
+    ExitMapping {
+        start: m.start,
+        end: m.end,
+        offset: m.offset,
+        dev: if m.ino == 0 { 0 } else { proc_dev(m.dev) },
+        inode: m.ino,
+        executable: m.flags & KT_MAPPING_EXEC != 0,
+        heap: m.flags & KT_MAPPING_HEAP != 0,
+    }
+}
 
 /// Registers and the copied top of the user stack at a sampled syscall.
 #[derive(Clone, Debug)]
@@ -136,6 +154,50 @@ pub enum Event {
         maps: Vec<ExitMapping>,
         truncated: bool,
     },
+    /// A tracked process changed its executable file mappings.
+    MapChange(MapChange),
+    /// A tracked process is about to exec: the mappings it has until then.
+    ExecMaps {
+        pid: u32,
+        maps: Vec<ExitMapping>,
+    },
+}
+
+/// In `start..end` of process `pid` the executable file mappings are now
+/// `maps` (whole mappings, which may reach past the range), unless
+/// `unread`: then they are not known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapChange {
+    pub pid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub maps: Vec<ExitMapping>,
+    /// The process's memory map was busy: what is there now is unknown.
+    pub unread: bool,
+    /// More mappings than the record holds: those past it are unknown.
+    pub truncated: bool,
+    /// The path of `maps[0]`'s file as the kernel walked it (None: cut
+    /// short); to be checked by device and inode before use.
+    pub path: Option<String>,
+}
+
+/// A path from its names, the file's first (each a C string in its cell);
+/// None when it did not reach the root or a name is unusable.
+fn joined_path(parts: &[std::ffi::c_char], count: usize, cut: bool) -> Option<String> {
+    let parts: Vec<&[std::ffi::c_char]> = parts.chunks_exact(PATH_PART_BYTES).take(count).collect();
+    if cut || parts.is_empty() {
+        return None;
+    }
+    let mut path = String::new();
+    for part in parts.iter().rev() {
+        let name = chars_to_string(part);
+        if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+            return None;
+        }
+        path.push('/');
+        path.push_str(&name);
+    }
+    Some(path)
 }
 
 /// A lock's identity from its BPF form; None for an unknown kind.
@@ -271,26 +333,43 @@ impl Event {
                     }
                 })
             }
-            KT_EV_EXIT_MAPS => {
+            KT_EV_EXIT_MAPS | KT_EV_EXEC_MAPS => {
                 let ev: &types::kt_exit_maps_event = plain::from_bytes(data).ok()?;
                 let n = (ev.count as usize).min(ev.maps.len());
-                let maps = ev.maps[..n]
-                    .iter()
-                    .map(|m| ExitMapping {
-                        start: m.start,
-                        end: m.end,
-                        offset: m.offset,
-                        dev: if m.ino == 0 { 0 } else { proc_dev(m.dev) },
-                        inode: m.ino,
-                        executable: m.flags & KT_MAPPING_EXEC != 0,
-                        heap: m.flags & KT_MAPPING_HEAP != 0,
-                    })
-                    .collect();
-                Some(Event::ExitMaps {
-                    pid: ev.hdr.pid,
-                    maps,
-                    truncated: ev.truncated != 0,
+                let (pid, maps) = (ev.hdr.pid, ev.maps[..n].iter().map(exit_mapping).collect());
+                Some(if hdr.kind == KT_EV_EXEC_MAPS {
+                    Event::ExecMaps { pid, maps }
+                } else {
+                    Event::ExitMaps {
+                        pid,
+                        maps,
+                        truncated: ev.truncated != 0,
+                    }
                 })
+            }
+            KT_EV_MAP_CHANGE => {
+                let ev: &types::kt_map_change_event = plain::from_bytes(data).ok()?;
+                if ev.end <= ev.start {
+                    return None;
+                }
+                let n = (ev.count as usize).min(ev.maps.len());
+                Some(Event::MapChange(MapChange {
+                    pid: ev.hdr.pid,
+                    start: ev.start,
+                    end: ev.end,
+                    maps: ev.maps[..n]
+                        .iter()
+                        .map(exit_mapping)
+                        .filter(|m| m.end > m.start)
+                        .collect(),
+                    unread: ev.flags & KT_CHANGE_UNREAD != 0,
+                    truncated: ev.flags & KT_CHANGE_TRUNCATED != 0,
+                    path: joined_path(
+                        &ev.path,
+                        ev.path_parts as usize,
+                        ev.flags & KT_CHANGE_PATH_CUT != 0,
+                    ),
+                }))
             }
             _ => None,
         }
@@ -456,6 +535,64 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    /// Puts `names` (the file's first) in a map change's path cells.
+    fn set_path(ev: &mut types::kt_map_change_event, names: &[&str]) {
+        for (i, name) in names.iter().enumerate() {
+            for (j, b) in name.bytes().enumerate() {
+                ev.path[i * PATH_PART_BYTES + j] = b as std::ffi::c_char;
+            }
+        }
+        ev.path_parts = names.len() as u32;
+    }
+
+    #[test]
+    fn decodes_a_map_change_with_the_path_the_kernel_walked() {
+        let mut ev = Box::<types::kt_map_change_event>::default();
+        ev.hdr.kind = KT_EV_MAP_CHANGE;
+        ev.hdr.pid = 31;
+        ev.start = 0x7000;
+        ev.end = 0x9000;
+        ev.count = 1;
+        ev.maps[0].start = 0x6000;
+        ev.maps[0].end = 0x9000;
+        ev.maps[0].offset = 0x1000;
+        ev.maps[0].ino = 78;
+        ev.maps[0].dev = (8 << 20) | 1;
+        ev.maps[0].flags = KT_MAPPING_EXEC;
+        set_path(&mut ev, &["libfault_b.so", "fl", "tmp"]);
+        let words = record(&*ev);
+        let len = size_of::<types::kt_map_change_event>();
+        let Some(Event::MapChange(c)) = Event::decode(view(&words, len)) else {
+            panic!("not a map change");
+        };
+        assert_eq!(
+            (c.pid, c.start, c.end, c.unread, c.truncated),
+            (31, 0x7000, 0x9000, false, false)
+        );
+        assert_eq!(c.maps.len(), 1);
+        assert_eq!((c.maps[0].dev, c.maps[0].inode), ((8 << 32) | 1, 78));
+        assert_eq!(c.path.as_deref(), Some("/tmp/fl/libfault_b.so"));
+        // A walk cut short, or a name no path holds, names nothing.
+        ev.flags = KT_CHANGE_PATH_CUT;
+        let words = record(&*ev);
+        let Some(Event::MapChange(c)) = Event::decode(view(&words, len)) else {
+            panic!("not a map change");
+        };
+        assert_eq!(c.path, None);
+        ev.flags = 0;
+        set_path(&mut ev, &["lib.so", ".."]);
+        let words = record(&*ev);
+        let Some(Event::MapChange(c)) = Event::decode(view(&words, len)) else {
+            panic!("not a map change");
+        };
+        assert_eq!(c.path, None);
+        // A change with an empty or reversed range is not one.
+        ev.end = ev.start;
+        let words = record(&*ev);
+        assert!(Event::decode(view(&words, len)).is_none());
+        assert!(Event::decode(view(&words, len - 1)).is_none());
     }
 
     #[test]

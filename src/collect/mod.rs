@@ -26,7 +26,7 @@ use libbpf_rs::{Iter, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuild
 
 use crate::model::{LockCounters, ProgramCost, SyscallCounters, ThreadCounters, Totals};
 use bpf::types;
-pub use events::Event;
+pub use events::{Event, MapChange};
 
 unsafe impl plain::Plain for types::kt_syscall_stats {}
 unsafe impl plain::Plain for types::kt_errno_key {}
@@ -102,6 +102,11 @@ impl<'obj> Collector<'obj> {
         // The snapshot iterator is attached on demand, once per snapshot.
         open.progs.kt_snapshot.set_autoattach(false);
         open.progs.kt_cpu_sample.set_autoattach(false);
+        // A tp_btf program on a tracepoint the kernel lacks fails the whole
+        // load: sched_prepare_exec came in Linux 6.10.
+        if !crate::preflight::kernel_at_least(6, 10) {
+            open.progs.kt_prepare_exec.set_autoload(false);
+        }
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.kt_self_tgid = std::process::id();
             rodata.kt_cfg_trace = u32::from(trace);
@@ -250,6 +255,16 @@ impl<'obj> Collector<'obj> {
             .context("reading the task iterator")?;
         let record = size_of::<types::kt_thread_record>();
         Ok(bytes.chunks_exact(record).map(thread_counters).collect())
+    }
+
+    /// Whether the kernel streams changes of executable file mappings
+    /// (src/bpf/maps.bpf.h): known once a snapshot has run.
+    pub fn map_events_on(&self) -> bool {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref()
+            .is_some_and(|b| b.kt_map_events_on != 0)
     }
 
     /// Like `snapshot`, and moves what each live thread keeps pending (its

@@ -947,6 +947,12 @@ pub struct Loss {
     /// the trace ends early.
     #[serde(default)]
     pub trace_records_unkept: u64,
+    /// Changes of a process's executable file mappings (a library loaded
+    /// or unloaded) whose new mappings could not be read (its memory map
+    /// was busy): its samples until /proc/PID/maps is read again may be
+    /// named in the mappings before the change.
+    #[serde(default)]
+    pub map_changes_unread: u64,
 }
 
 impl Loss {

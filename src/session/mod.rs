@@ -362,6 +362,7 @@ pub fn profile_watched(
     let cpus = cpus_of(target.pid);
     phases.mark("starting the target, reading its maps");
     let baseline = track(&collector, &target)?;
+    unwinding.map_events = collector.map_events_on();
     register_pythons(&collector, &mut unwinding);
     if !target.is_child {
         // A running server registered its fds with epoll before now.

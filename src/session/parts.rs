@@ -22,6 +22,8 @@ pub(super) fn handle(
             Event::Fork { pid, ppid, .. } => unwinding.on_fork(pid, ppid),
             Event::Exec { pid, filename, .. } => unwinding.on_exec(pid, &filename),
             Event::ExitMaps { pid, maps, .. } => unwinding.on_exit_maps(pid, &maps, &mut out),
+            Event::MapChange(c) => unwinding.on_map_change(&c),
+            Event::ExecMaps { pid, maps } => unwinding.on_exec_maps(pid, &maps, &mut out),
         }
     }
     match (tally, window) {
@@ -106,5 +108,6 @@ pub(crate) fn loss(
         // The tally's, set by the caller.
         cpu_stacks_unkept: 0,
         process_maps_forgotten: unwinding.exited_forgotten,
+        map_changes_unread: kernel.map_changes_unread,
     }
 }

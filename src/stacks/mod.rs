@@ -6,6 +6,7 @@ pub mod elf;
 pub mod frame;
 pub mod jit;
 pub mod kallsyms;
+pub mod map_change;
 pub mod maps;
 pub mod perf_map;
 pub mod symbolize;

@@ -19,8 +19,9 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Module, Unwinder};
 
 use super::elf::{Bytes, ModuleTable};
+use super::map_change;
 use super::maps::{self, Mapping};
-use crate::collect::events::{ExitMapping, StackSample};
+use crate::collect::events::{ExitMapping, MapChange, StackSample};
 use crate::model::{FrameLoc, UnwoundStack};
 
 /// Deepest stack kept; deeper ones are cut and marked truncated.
@@ -115,7 +116,16 @@ pub struct Unwinding {
     pub names_cache: Option<super::symbolize::NameCache>,
     /// Processes whose memory map was read again in this batch of samples.
     reread: HashSet<u32>,
+    /// The kernel sends changes of executable file mappings in ring order
+    /// (`map_change`): a read of /proc then fills in around them.
+    pub map_events: bool,
     pub stats: UnwindStats,
+}
+
+/// Whether `path` is the file with this (device, inode) as /proc/PID/maps
+/// shows them.
+fn same_file(path: &str, (dev, inode): (u64, u64)) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| maps_dev(m.dev()) == dev && m.ino() == inode)
 }
 
 /// A stat(2) device number as /proc/PID/maps shows it.
@@ -168,6 +178,63 @@ impl Unwinding {
             .and_then(|pp| self.mappings.get(pp))
             .filter(|m| covers(m));
         own.or(parent).map(Vec::as_slice)
+    }
+
+    /// A read of /proc/PID/maps while samples are unwound: with the
+    /// changes in ring order, it only fills in around the executable file
+    /// mappings they keep (the read may be ahead of the samples).
+    fn reread(&mut self, pid: u32, fresh: Vec<Mapping>) {
+        self.learn_paths(&fresh);
+        let merged = match self.mappings.get(&pid) {
+            Some(known) if self.map_events && self.procs.contains_key(&pid) => {
+                map_change::fill_gaps(known, &fresh)
+            }
+            _ => fresh,
+        };
+        self.keep(pid, merged);
+    }
+
+    /// A change of a live process's executable file mappings, in ring
+    /// order with its samples. A process whose map was never read has it
+    /// in its first read.
+    pub fn on_map_change(&mut self, c: &MapChange) {
+        if !self.procs.contains_key(&c.pid) || !self.mappings.contains_key(&c.pid) {
+            return;
+        }
+        // A file not seen mapped before: named by the path the kernel
+        // walked, else from the mapping itself while it lasts, else from a
+        // read of the whole map; each checked to be that file (the address
+        // may hold another one by now).
+        for (i, m) in c.maps.iter().enumerate() {
+            let key = (m.dev, m.inode);
+            if self.paths.contains_key(&key) {
+                continue;
+            }
+            let walked = c.path.clone().filter(|_| i == 0);
+            let link = format!("/proc/{}/map_files/{:x}-{:x}", c.pid, m.start, m.end);
+            let linked = || std::fs::read_link(&link).ok();
+            let found = walked.filter(|p| same_file(p, key)).or_else(|| {
+                linked()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .filter(|p| same_file(p, key))
+            });
+            if let Some(p) = found {
+                self.paths.insert(key, p);
+            }
+        }
+        if c.maps
+            .iter()
+            .any(|m| !self.paths.contains_key(&(m.dev, m.inode)))
+            && let Ok(m) = maps::read(c.pid)
+        {
+            self.learn_paths(&m);
+        }
+        let known = self.mappings.get(&c.pid).map_or(&[][..], Vec::as_slice);
+        let paths = &self.paths;
+        let next = map_change::apply(known, c.start, c.end, &c.maps, |m| {
+            paths.get(&(m.dev, m.inode)).cloned()
+        });
+        self.keep(c.pid, next);
     }
 
     fn learn_paths(&mut self, mappings: &[Mapping]) {
@@ -230,8 +297,7 @@ impl Unwinding {
             return Some(pid);
         }
         if let Ok(mappings) = maps::read(pid) {
-            self.learn_paths(&mappings);
-            self.keep(pid, mappings);
+            self.reread(pid, mappings);
             if self.procs.get(&pid).is_some_and(|p| p.covers(ip)) {
                 return Some(pid);
             }
@@ -309,7 +375,43 @@ impl Unwinding {
     /// A process exits: its waiting samples are unwound against the
     /// mappings it had, which are also kept for naming its lock addresses.
     pub fn on_exit_maps(&mut self, pid: u32, exit_maps: &[ExitMapping], out: &mut Vec<Unwound>) {
-        let mappings: Vec<Mapping> = exit_maps
+        let mappings = self.sent_mappings(exit_maps);
+        match self.pending.remove(&pid) {
+            None => {
+                self.mappings.insert(pid, mappings);
+            }
+            Some(waiting) => self.unwind_waiting(pid, mappings, waiting, out),
+        }
+        self.gone(pid);
+    }
+
+    /// A process is about to exec: the samples of its image that wait for
+    /// a map (it was replaced before its map was read) are unwound against
+    /// the mappings it has until then. Its exec follows.
+    pub fn on_exec_maps(&mut self, pid: u32, maps: &[ExitMapping], out: &mut Vec<Unwound>) {
+        if let Some(waiting) = self.pending.remove(&pid) {
+            let mappings = self.sent_mappings(maps);
+            self.unwind_waiting(pid, mappings, waiting, out);
+        }
+    }
+
+    fn unwind_waiting(
+        &mut self,
+        pid: u32,
+        mappings: Vec<Mapping>,
+        waiting: Vec<StackSample>,
+        out: &mut Vec<Unwound>,
+    ) {
+        self.keep(pid, mappings);
+        for s in waiting {
+            let owner = self.maps_for_gone(&s);
+            out.push(self.unwind(&s, owner));
+        }
+    }
+
+    /// Mappings sent by the kernel, files named from the maps read so far.
+    fn sent_mappings(&self, exit_maps: &[ExitMapping]) -> Vec<Mapping> {
+        exit_maps
             .iter()
             .map(|m| Mapping {
                 start: m.start,
@@ -324,20 +426,7 @@ impl Unwinding {
                     _ => self.paths.get(&(m.dev, m.inode)).cloned(),
                 },
             })
-            .collect();
-        match self.pending.remove(&pid) {
-            None => {
-                self.mappings.insert(pid, mappings);
-            }
-            Some(waiting) => {
-                self.keep(pid, mappings);
-                for s in waiting {
-                    let owner = self.maps_for_gone(&s);
-                    out.push(self.unwind(&s, owner));
-                }
-            }
-        }
-        self.gone(pid);
+            .collect()
     }
 
     /// A process has exited and its samples are unwound: its unwinder and
@@ -441,8 +530,7 @@ impl Unwinding {
             && self.reread.insert(owner)
             && let Ok(mappings) = maps::read(owner)
         {
-            self.learn_paths(&mappings);
-            self.keep(owner, mappings);
+            self.reread(owner, mappings);
             if let Some(p) = self.procs.get(&owner) {
                 let cache = self.caches.entry(owner).or_default();
                 (frames, truncated) = walk(p, cache, s, owner);
