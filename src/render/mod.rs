@@ -55,12 +55,12 @@ impl Outputs {
     /// returned once all were tried.
     pub fn write(&self, r: &crate::report::Report) -> anyhow::Result<()> {
         use std::path::{Path, PathBuf};
-        let mut first_error = None;
+        let mut errors = Vec::new();
         let mut attempt = |path: &Option<PathBuf>, write: &dyn Fn(&Path) -> anyhow::Result<()>| {
             if let Some(p) = path
                 && let Err(e) = write(p)
             {
-                first_error.get_or_insert(e);
+                errors.push(e);
             }
         };
         attempt(&self.json, &|p| json::write(r, p));
@@ -71,6 +71,51 @@ impl Outputs {
         attempt(&self.folded, &|p| {
             json::write_atomic(p, folded::render(r).as_bytes())
         });
-        first_error.map_or(Ok(()), Err)
+        // Every file that could not be written is named, in one line (the
+        // first alone hid the others: a user fixed one path and ran again).
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => {
+                let each: Vec<String> = errors.iter().map(|e| format!("{e:#}")).collect();
+                Err(anyhow::anyhow!("{}", each.join("; and ")))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outputs;
+    use crate::report::build::{build, tests::sample_inputs};
+
+    /// Issue 24 review: with --json and --html both unwritable, only the
+    /// first failure was said.
+    #[test]
+    fn every_output_that_cannot_be_written_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-dir");
+        let out = Outputs {
+            json: Some(missing.join("r.json")),
+            html: Some(missing.join("r.html")),
+            pprof: Some(dir.path().join("r.pb.gz")),
+            ..Outputs::default()
+        };
+        let message = format!("{:#}", out.write(&build(sample_inputs())).unwrap_err());
+        assert!(message.contains("r.json"), "{message}");
+        assert!(message.contains("r.html"), "{message}");
+        assert!(!message.contains('\n'), "{message}");
+        // What could be written was.
+        assert!(dir.path().join("r.pb.gz").is_file());
+        // One failure alone is said as it was.
+        let one = Outputs {
+            json: Some(missing.join("r.json")),
+            ..Outputs::default()
+        };
+        let message = format!("{:#}", one.write(&build(sample_inputs())).unwrap_err());
+        assert!(
+            message.contains("r.json") && !message.contains("; and "),
+            "{message}"
+        );
     }
 }
