@@ -160,18 +160,10 @@ pub fn parse_answer(answer: &[u8]) -> Result<String, String> {
     }
 }
 
-/// At most `max` characters of `s`, control characters replaced: text
-/// from another process goes into messages on a terminal.
+/// Text from another process, for a message on a terminal
+/// (`names::shown`, at most `max` bytes).
 fn printable(s: &str, max: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-        .collect();
-    if s.chars().nth(max).is_some() {
-        out.push('…');
-    }
-    out
+    crate::names::shown(s, max)
 }
 
 /// What kerntax learned from a JVM that was still running when profiling

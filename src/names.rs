@@ -1,11 +1,30 @@
 //! Syscall and errno names for x86_64, generated at build time from the
-//! kernel's UAPI headers (see build.rs), so no table is copied by hand.
+//! kernel's UAPI headers (see build.rs), so no table is copied by hand; and
+//! `shown`, for names and text another process wrote.
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/names.rs"));
 }
 
 use generated::{ERRNO_NAMES, SYSCALL_NAMES};
+
+/// Text another process wrote (a perf map's names, a JVM's answer), made
+/// safe to show on a terminal: control characters (escape sequences)
+/// replaced with U+FFFD, and cut with `…` so that at most `max_bytes` of
+/// it are kept, on a character boundary. Markup is left as written: the
+/// page escapes it (`render::html::esc`).
+pub fn shown(text: &str, max_bytes: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_bytes));
+    for c in text.chars() {
+        let c = if c.is_control() { '\u{fffd}' } else { c };
+        if out.len() + c.len_utf8() > max_bytes {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
 
 fn lookup(table: &[(u32, &'static str)], nr: u32) -> Option<&'static str> {
     table
@@ -76,6 +95,19 @@ pub fn errno_name(err: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Just at and just past the byte cap, with a two-byte character on
+    /// the edge (never split).
+    #[test]
+    fn shown_text_loses_control_characters_and_keeps_at_most_its_bytes() {
+        assert_eq!(shown("a\x1b[2Jb\r\n", 100), "a\u{fffd}[2Jb\u{fffd}\u{fffd}");
+        let edge = "é".repeat(8);
+        assert_eq!(shown(&edge, 16), edge);
+        assert_eq!(shown(&edge, 15), format!("{}…", "é".repeat(7)));
+        assert_eq!(shown("<b>", 3), "<b>");
+        assert_eq!(shown("", 0), "");
+        assert_eq!(shown("x", 0), "…");
+    }
 
     #[test]
     fn known_x86_64_numbers() {

@@ -31,19 +31,9 @@ pub const MAX_NAME_BYTES: usize = 1024;
 /// map with a billion lines costs kerntax this much and no more.
 pub const MAX_MAP_BYTES: u64 = 64 << 20;
 
-/// A name as written, made safe to show: control characters (a terminal's
-/// escape sequences) replaced, cut at `MAX_NAME_BYTES`.
+/// A name as written, made safe to show (`names::shown`).
 fn clean_name(name: &str) -> String {
-    let mut out = String::with_capacity(name.len().min(MAX_NAME_BYTES));
-    for c in name.chars() {
-        let c = if c.is_control() { '\u{fffd}' } else { c };
-        if out.len() + c.len_utf8() > MAX_NAME_BYTES {
-            out.push('…');
-            break;
-        }
-        out.push(c);
-    }
-    out
+    crate::names::shown(name, MAX_NAME_BYTES)
 }
 
 impl PerfMap {

@@ -163,13 +163,25 @@ impl Unwinding {
 
     /// The latest memory map of `pid`, read again if it lives and does not
     /// cover `addr`; a forked child that never had its own uses its parent's.
+    /// With the changes in ring order only executable file mappings follow
+    /// the samples: data mappings (where a lock's variable is) are read
+    /// again from a live process at most once a batch, else a map read at
+    /// its exec (before ld.so split its data segment for RELRO) named the
+    /// lab's `g_namespace_lock` `mutex in ns_get` in every live window.
     pub fn mappings_for(&mut self, pid: u32, addr: u64) -> Option<&[Mapping]> {
         let covers = |m: &Vec<Mapping>| m.iter().any(|x| x.contains(addr));
-        if !self.mappings.get(&pid).is_some_and(covers)
-            && let Ok(m) = maps::read(pid)
+        let tracked = self.map_events && self.procs.contains_key(&pid);
+        let stale = tracked && !self.reread.contains(&pid);
+        if (stale || !self.mappings.get(&pid).is_some_and(covers))
+            && let Ok(fresh) = maps::read(pid)
         {
-            self.learn_paths(&m);
-            self.mappings.insert(pid, m);
+            self.reread.insert(pid);
+            self.learn_paths(&fresh);
+            let merged = match self.mappings.get(&pid) {
+                Some(known) if tracked => map_change::fill_gaps(known, &fresh),
+                _ => fresh,
+            };
+            self.mappings.insert(pid, merged);
         }
         let own = self.mappings.get(&pid).filter(|m| covers(m));
         let parent = self
