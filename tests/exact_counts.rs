@@ -317,3 +317,43 @@ fn each_programs_runs_and_time_are_reported_while_bpf_stats_are_on_issue_11() {
         );
     }
 }
+
+/// Instructions the kernel's verifier may walk for one hot program. Its
+/// work is kerntax's start-up: when the mapping-change code (src/bpf/
+/// maps.bpf.h) was inlined into sys_exit, whose every path carried its
+/// loops, sys_exit took 229,608 and start-up went from ~100 to ~410 ms
+/// (suite 12: a Ctrl-C test profiled under 500 ms). As global functions,
+/// verified once each: sys_exit 15,481, sys_enter 5,694, switch 1,976,
+/// waking 3,612 on kernel 6.18. The budget leaves room for other kernel
+/// builds (their verifier prunes differently) and catches such a blow-up.
+const MAX_VERIFIED_INSNS: u64 = 40_000;
+
+/// Regression (issue 24, map changes): the verifier's work per hot program
+/// stays within MAX_VERIFIED_INSNS.
+#[test]
+fn the_verifier_walks_each_hot_program_within_its_budget() {
+    if !bpf_available() {
+        return;
+    }
+    let out = kerntax()
+        .args(["run", "--", "/bin/true"])
+        .env("KERNTAX_DEBUG", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for name in ["kt_sys_enter", "kt_sys_exit", "kt_switch", "kt_waking"] {
+        // `kerntax: debug: kt_sys_exit: 1805 instructions, 15481 verified`
+        let verified: u64 = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("kerntax: debug: {name}: ")))
+            .and_then(|rest| rest.split(", ").nth(1))
+            .and_then(|v| v.strip_suffix(" verified"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no verified count for {name}:\n{stderr}"));
+        assert!(
+            verified <= MAX_VERIFIED_INSNS,
+            "{name}: {verified} instructions verified, budget {MAX_VERIFIED_INSNS}"
+        );
+    }
+}
