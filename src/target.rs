@@ -165,8 +165,11 @@ impl Target {
             )
         };
 
-        // SAFETY: the child makes only async-signal-safe calls (signal, kill,
-        // execve, write, _exit) on data prepared before the fork.
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the child makes only async-signal-safe calls (signal,
+        // prctl, getppid, kill, execve, write, _exit) on data prepared
+        // before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(io::Error::last_os_error()).context("starting the command");
@@ -185,7 +188,17 @@ impl Target {
                 {
                     libc::_exit(126);
                 }
+                // Stopped until kerntax releases it, the child holds copies
+                // of kerntax's BPF fds: were kerntax killed meanwhile, it
+                // would stay stopped for ever and keep every program loaded
+                // (suite 15: a SIGKILL landed between attach and release).
+                // So it dies with kerntax until then, and not after.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                if libc::getppid() != parent {
+                    libc::_exit(127);
+                }
                 libc::kill(libc::getpid(), libc::SIGSTOP);
+                libc::prctl(libc::PR_SET_PDEATHSIG, 0 as libc::c_ulong);
                 libc::execve(path_c.as_ptr(), args_p.as_ptr(), env_p.as_ptr());
                 let err = *libc::__errno_location();
                 libc::write(wr.as_raw_fd(), (&err as *const i32).cast(), 4);
