@@ -154,16 +154,10 @@ pub fn parse_answer(answer: &[u8]) -> Result<String, String> {
         "0" => Ok(output.to_string()),
         c => Err(format!(
             "the JVM answered {}: {}",
-            printable(c, 16),
-            printable(output.lines().next().unwrap_or("").trim(), 200)
+            crate::names::shown(c, 16),
+            crate::names::shown(output.lines().next().unwrap_or("").trim(), 200)
         )),
     }
-}
-
-/// Text from another process, for a message on a terminal
-/// (`names::shown`, at most `max` bytes).
-fn printable(s: &str, max: usize) -> String {
-    crate::names::shown(s, max)
 }
 
 /// What kerntax learned from a JVM that was still running when profiling

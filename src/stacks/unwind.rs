@@ -170,17 +170,12 @@ impl Unwinding {
     /// lab's `g_namespace_lock` `mutex in ns_get` in every live window.
     pub fn mappings_for(&mut self, pid: u32, addr: u64) -> Option<&[Mapping]> {
         let covers = |m: &Vec<Mapping>| m.iter().any(|x| x.contains(addr));
-        let tracked = self.map_events && self.procs.contains_key(&pid);
-        let stale = tracked && !self.reread.contains(&pid);
+        let stale = self.tracked(pid) && !self.reread.contains(&pid);
         if (stale || !self.mappings.get(&pid).is_some_and(covers))
             && let Ok(fresh) = maps::read(pid)
         {
             self.reread.insert(pid);
-            self.learn_paths(&fresh);
-            let merged = match self.mappings.get(&pid) {
-                Some(known) if tracked => map_change::fill_gaps(known, &fresh),
-                _ => fresh,
-            };
+            let merged = self.merged(pid, fresh);
             self.mappings.insert(pid, merged);
         }
         let own = self.mappings.get(&pid).filter(|m| covers(m));
@@ -192,17 +187,27 @@ impl Unwinding {
         own.or(parent).map(Vec::as_slice)
     }
 
-    /// A read of /proc/PID/maps while samples are unwound: with the
-    /// changes in ring order, it only fills in around the executable file
-    /// mappings they keep (the read may be ahead of the samples).
-    fn reread(&mut self, pid: u32, fresh: Vec<Mapping>) {
+    /// Whether `pid`'s executable file mappings follow its samples: the
+    /// kernel sends their changes and kerntax holds its map.
+    fn tracked(&self, pid: u32) -> bool {
+        self.map_events && self.procs.contains_key(&pid)
+    }
+
+    /// `pid`'s map after a fresh read of /proc (its paths learnt): for a
+    /// tracked process the read only fills in around the executable file
+    /// mappings the changes keep (it may be ahead of the samples); else it
+    /// is the map.
+    fn merged(&mut self, pid: u32, fresh: Vec<Mapping>) -> Vec<Mapping> {
         self.learn_paths(&fresh);
-        let merged = match self.mappings.get(&pid) {
-            Some(known) if self.map_events && self.procs.contains_key(&pid) => {
-                map_change::fill_gaps(known, &fresh)
-            }
+        match self.mappings.get(&pid) {
+            Some(known) if self.tracked(pid) => map_change::fill_gaps(known, &fresh),
             _ => fresh,
-        };
+        }
+    }
+
+    /// A read of /proc/PID/maps while samples are unwound.
+    fn reread(&mut self, pid: u32, fresh: Vec<Mapping>) {
+        let merged = self.merged(pid, fresh);
         self.keep(pid, merged);
     }
 
@@ -223,8 +228,10 @@ impl Unwinding {
                 continue;
             }
             let walked = c.path.clone().filter(|_| i == 0);
-            let link = format!("/proc/{}/map_files/{:x}-{:x}", c.pid, m.start, m.end);
-            let linked = || std::fs::read_link(&link).ok();
+            let linked = || {
+                let link = format!("/proc/{}/map_files/{:x}-{:x}", c.pid, m.start, m.end);
+                std::fs::read_link(link).ok()
+            };
             let found = walked.filter(|p| same_file(p, key)).or_else(|| {
                 linked()
                     .map(|p| p.to_string_lossy().into_owned())
