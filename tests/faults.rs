@@ -11,17 +11,12 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::process::*;
 use common::*;
 use kerntax::report::{EndReason, Mode, Report};
-
-fn read_report(path: &Path) -> Report {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("no JSON report at {}: {e}", path.display()));
-    serde_json::from_str(&text).expect("the JSON report parses as a Report")
-}
 
 fn faults() -> PathBuf {
     fixture("faults")
@@ -82,62 +77,6 @@ fn sites_add_up(r: &Report, name: &str) {
         s.calls,
         "{name}: call sites add up to the exact count"
     );
-}
-
-/// The first child of process `parent` once it runs `comm` (a command
-/// kerntax started, past its exec).
-fn child_running(parent: u32, comm: &str) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
-            .unwrap_or_default();
-        for pid in children.split_whitespace() {
-            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            if name.trim_end() == comm {
-                return pid.parse().unwrap();
-            }
-        }
-        assert!(Instant::now() < deadline, "{comm} never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until process `pid` has `n` threads.
-fn wait_threads(pid: i32, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) < n {
-        assert!(Instant::now() < deadline, "{pid} never had {n} threads");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn signal(pid: i32, sig: i32) {
-    assert!(try_signal(pid, sig), "kill({pid}, {sig})");
-}
-
-fn try_signal(pid: i32, sig: i32) -> bool {
-    // SAFETY: signalling a process this test started.
-    unsafe { libc::kill(pid, sig) == 0 }
-}
-
-/// A process this test started: killed with its children (a command
-/// kerntax started) and reaped if the test fails before it ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let pid = self.0.id();
-            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-                .unwrap_or_default();
-            for child in children.split_whitespace() {
-                try_signal(child.parse().unwrap_or(0), libc::SIGKILL);
-            }
-            try_signal(pid as i32, libc::SIGCONT);
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 /// `kerntax run --json DIR/r.json EXTRA -- ARGV`, started. Its stderr goes

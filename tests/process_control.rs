@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::process::{signal, try_signal};
 use common::*;
 use kerntax::report::{EndReason, Mode, Report};
 
@@ -20,11 +21,6 @@ fn sleeping_run(json: &std::path::Path) -> Command {
         .args(["sleep", "30000"]);
     cmd.stderr(Stdio::piped());
     cmd
-}
-
-fn read_report(path: &std::path::Path) -> Report {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("JSON report written"))
-        .expect("valid report")
 }
 
 #[test]
@@ -61,8 +57,7 @@ fn a_target_killed_mid_run_still_gets_a_report_and_128_plus_signal() {
         }
     };
     std::thread::sleep(Duration::from_millis(200));
-    // SAFETY: signalling a process this test started.
-    unsafe { libc::kill(target, libc::SIGKILL) };
+    signal(target, libc::SIGKILL);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(137));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -94,8 +89,8 @@ fn ctrl_c_prints_and_writes_the_report_and_exits_130() {
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    // SAFETY: signalling the process group this test created.
-    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    // The process group this test created.
+    signal(-(child.id() as i32), libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -126,8 +121,7 @@ fn sigint_to_kerntax_alone_is_forwarded_to_the_command() {
     let json = dir.path().join("r.json");
     let child = sleeping_run(&json).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    // SAFETY: signalling a process this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    signal(child.id() as i32, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     assert_eq!(read_report(&json).end_reason, EndReason::Interrupted);
@@ -269,8 +263,8 @@ fn a_killed_kerntax_leaves_no_bpf_program_attached() {
     k.wait().unwrap();
     assert_eq!(wait_programs_gone(), Vec::<String>::new());
     for pid in target.split_whitespace() {
-        // SAFETY: killing the orphaned fixture this test started.
-        unsafe { libc::kill(pid.parse().unwrap(), libc::SIGKILL) };
+        // The orphaned fixture this test started.
+        try_signal(pid.parse().unwrap(), libc::SIGKILL);
     }
 }
 

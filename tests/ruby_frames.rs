@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use kerntax::interp::memory::{Memory, ProcessMemory};
 use kerntax::interp::ruby::{discover, iseq::Iseq, layout, stack};
 
+use common::process::Reaped;
 use common::{bpf_available, interpreted_frames, profiled_with_truth};
 
 const RUBY: &str = "/usr/bin/ruby3.1";
@@ -30,22 +31,13 @@ fn rb_fixture(name: &str) -> PathBuf {
 const TCB_DTV: u64 = 8;
 const DTV_ENTRY: u64 = 16;
 
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_live_rubys_frames_are_named_as_its_own_backtrace_names_them() {
     assert!(
         std::path::Path::new(RUBY).exists(),
         "{RUBY} is needed (scripts/test.sh installs ruby3.1)"
     );
-    let mut child = Child(
+    let mut child = Reaped(
         Command::new(RUBY)
             .arg(rb_fixture("frames.rb"))
             .stdout(Stdio::piped())

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -12,6 +14,13 @@ use kerntax::report::{Report, SyscallReport};
 
 pub fn kerntax() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kerntax"))
+}
+
+/// The JSON report kerntax wrote at `path`, which must be there and parse.
+pub fn read_report(path: &std::path::Path) -> Report {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("no JSON report at {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("the JSON report parses as a Report")
 }
 
 pub fn fixture(name: &str) -> PathBuf {

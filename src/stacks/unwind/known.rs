@@ -1,0 +1,244 @@
+//! What kerntax knows of each target's memory map: read from /proc, sent by
+//! the kernel at exit and exec, and changed in ring order with the samples
+//! (`map_change`). Files are known by device and inode, named from every
+//! map read so far. Kept apart from the walk because naming lock addresses
+//! (`mappings_for`) needs the same maps once profiling stops.
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+
+use framehop::x86_64::UnwinderX86_64;
+use framehop::{Module, Unwinder};
+
+use super::Unwinding;
+use super::walk::{Process, Region};
+use crate::collect::events::{ExitMapping, MapChange};
+use crate::stacks::map_change;
+use crate::stacks::maps::{self, Mapping};
+
+/// Whether `path` is the file with this (device, inode) as /proc/PID/maps
+/// shows them.
+fn same_file(path: &str, (dev, inode): (u64, u64)) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| maps_dev(m.dev()) == dev && m.ino() == inode)
+}
+
+/// A stat(2) device number as /proc/PID/maps shows it.
+pub(super) fn maps_dev(dev: u64) -> u64 {
+    (libc::major(dev) as u64) << 32 | libc::minor(dev) as u64
+}
+
+impl Unwinding {
+    /// Learns the file names in `pid`'s memory map (kerntax's own included:
+    /// targets map the same libc and loader) and keeps it if `pid` is a target.
+    pub fn learn(&mut self, pid: u32) {
+        if let Ok(m) = maps::read(pid) {
+            self.learn_paths(&m);
+            if pid != std::process::id() {
+                self.keep(pid, m);
+            }
+        }
+    }
+
+    /// The path of a file seen mapped somewhere, by device and inode.
+    pub fn path_of(&self, dev: u64, inode: u64) -> Option<&str> {
+        self.paths.get(&(dev, inode)).map(String::as_str)
+    }
+
+    /// Keeps `mappings` as `pid`'s memory map, for unwinding and naming.
+    pub(super) fn keep(&mut self, pid: u32, mappings: Vec<Mapping>) {
+        if pid != std::process::id() {
+            self.python.learn(pid, &mappings);
+            self.ruby.learn(pid, &mappings);
+        }
+        let p = self.build(&mappings);
+        self.procs.insert(pid, p);
+        self.mappings.insert(pid, mappings);
+    }
+
+    /// The latest memory map of `pid`, read again if it lives and does not
+    /// cover `addr`; a forked child that never had its own uses its parent's.
+    /// With the changes in ring order only executable file mappings follow
+    /// the samples: data mappings (where a lock's variable is) are read
+    /// again from a live process at most once a batch, else a map read at
+    /// its exec (before ld.so split its data segment for RELRO) named the
+    /// lab's `g_namespace_lock` `mutex in ns_get` in every live window.
+    pub fn mappings_for(&mut self, pid: u32, addr: u64) -> Option<&[Mapping]> {
+        let covers = |m: &Vec<Mapping>| m.iter().any(|x| x.contains(addr));
+        let stale = self.tracked(pid) && !self.reread.contains(&pid);
+        if (stale || !self.mappings.get(&pid).is_some_and(covers))
+            && let Ok(fresh) = maps::read(pid)
+        {
+            self.reread.insert(pid);
+            let merged = self.merged(pid, fresh);
+            self.mappings.insert(pid, merged);
+        }
+        let own = self.mappings.get(&pid).filter(|m| covers(m));
+        let parent = self
+            .forked_from
+            .get(&pid)
+            .and_then(|pp| self.mappings.get(pp))
+            .filter(|m| covers(m));
+        own.or(parent).map(Vec::as_slice)
+    }
+
+    /// Whether `pid`'s executable file mappings follow its samples: the
+    /// kernel sends their changes and kerntax holds its map.
+    fn tracked(&self, pid: u32) -> bool {
+        self.map_events && self.procs.contains_key(&pid)
+    }
+
+    /// `pid`'s map after a fresh read of /proc (its paths learnt): for a
+    /// tracked process the read only fills in around the executable file
+    /// mappings the changes keep (it may be ahead of the samples); else it
+    /// is the map.
+    fn merged(&mut self, pid: u32, fresh: Vec<Mapping>) -> Vec<Mapping> {
+        self.learn_paths(&fresh);
+        match self.mappings.get(&pid) {
+            Some(known) if self.tracked(pid) => map_change::fill_gaps(known, &fresh),
+            _ => fresh,
+        }
+    }
+
+    /// A read of /proc/PID/maps while samples are unwound.
+    pub(super) fn reread(&mut self, pid: u32, fresh: Vec<Mapping>) {
+        let merged = self.merged(pid, fresh);
+        self.keep(pid, merged);
+    }
+
+    /// A change of a live process's executable file mappings, in ring
+    /// order with its samples. A process whose map was never read has it
+    /// in its first read.
+    pub fn on_map_change(&mut self, c: &MapChange) {
+        if !self.procs.contains_key(&c.pid) || !self.mappings.contains_key(&c.pid) {
+            return;
+        }
+        // A file not seen mapped before: named by the path the kernel
+        // walked, else from the mapping itself while it lasts, else from a
+        // read of the whole map; each checked to be that file (the address
+        // may hold another one by now).
+        for (i, m) in c.maps.iter().enumerate() {
+            let key = (m.dev, m.inode);
+            if self.paths.contains_key(&key) {
+                continue;
+            }
+            let walked = c.path.clone().filter(|_| i == 0);
+            let linked = || {
+                let link = format!("/proc/{}/map_files/{:x}-{:x}", c.pid, m.start, m.end);
+                std::fs::read_link(link).ok()
+            };
+            let found = walked.filter(|p| same_file(p, key)).or_else(|| {
+                linked()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .filter(|p| same_file(p, key))
+            });
+            if let Some(p) = found {
+                self.paths.insert(key, p);
+            }
+        }
+        if c.maps
+            .iter()
+            .any(|m| !self.paths.contains_key(&(m.dev, m.inode)))
+            && let Ok(m) = maps::read(c.pid)
+        {
+            self.learn_paths(&m);
+        }
+        let known = self.mappings.get(&c.pid).map_or(&[][..], Vec::as_slice);
+        let paths = &self.paths;
+        let next = map_change::apply(known, c.start, c.end, &c.maps, |m| {
+            paths.get(&(m.dev, m.inode)).cloned()
+        });
+        self.keep(c.pid, next);
+    }
+
+    fn learn_paths(&mut self, mappings: &[Mapping]) {
+        for m in mappings.iter().filter(|m| m.is_file()) {
+            if let Some(path) = &m.path {
+                self.paths
+                    .entry((m.dev, m.inode))
+                    .or_insert_with(|| path.clone());
+            }
+        }
+    }
+
+    fn build(&mut self, mappings: &[Mapping]) -> Process {
+        let mut unwinder = UnwinderX86_64::new();
+        let mut regions = Vec::with_capacity(mappings.len());
+        let mut added = HashSet::new();
+        for m in mappings.iter().filter(|m| m.executable) {
+            let mut module = None;
+            if m.is_file() || m.path.as_deref() == Some("[vdso]") {
+                let (id, elf) = self.modules.get(m);
+                if let Some(bias) = elf.as_ref().and_then(|e| e.bias(m)) {
+                    module = Some((id, bias));
+                    // One framehop module per file, spanning all its mappings.
+                    if added.insert(id) {
+                        let (lo, hi) = mappings
+                            .iter()
+                            .filter(|o| o.dev == m.dev && o.inode == m.inode && o.path == m.path)
+                            .fold((u64::MAX, 0), |(lo, hi), o| {
+                                (lo.min(o.start), hi.max(o.end))
+                            });
+                        let info = elf
+                            .as_ref()
+                            .expect("bias implies an ELF file")
+                            .section_info();
+                        unwinder.add_module(Module::new(
+                            self.modules.paths[id].clone(),
+                            lo..hi,
+                            bias,
+                            info,
+                        ));
+                    }
+                }
+            }
+            regions.push(Region {
+                start: m.start,
+                end: m.end,
+                module,
+                name: m.path.clone(),
+            });
+        }
+        Process { regions, unwinder }
+    }
+
+    /// The process whose mappings cover `ip` for a sample of `pid`: `pid`
+    /// itself, its memory map read again if needed, or, for a forked child
+    /// that has exec'd or exited since the sample, the parent it was a copy
+    /// of. None when no map can be had (yet).
+    pub(super) fn maps_for(&mut self, pid: u32, ip: u64) -> Option<u32> {
+        if self.procs.get(&pid).is_some_and(|p| p.covers(ip)) {
+            return Some(pid);
+        }
+        if let Ok(mappings) = maps::read(pid) {
+            self.reread(pid, mappings);
+            if self.procs.get(&pid).is_some_and(|p| p.covers(ip)) {
+                return Some(pid);
+            }
+        }
+        let parent = *self.forked_from.get(&pid)?;
+        self.procs
+            .get(&parent)
+            .is_some_and(|p| p.covers(ip))
+            .then_some(parent)
+    }
+
+    /// Mappings sent by the kernel, files named from the maps read so far.
+    pub(super) fn sent_mappings(&self, exit_maps: &[ExitMapping]) -> Vec<Mapping> {
+        exit_maps
+            .iter()
+            .map(|m| Mapping {
+                start: m.start,
+                end: m.end,
+                offset: m.offset,
+                executable: m.executable,
+                dev: m.dev,
+                inode: m.inode,
+                path: match (m.inode, m.heap) {
+                    (0, true) => Some("[heap]".to_string()),
+                    (0, false) => None,
+                    _ => self.paths.get(&(m.dev, m.inode)).cloned(),
+                },
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,200 @@
+//! The walk of one sampled stack with framehop, against the regions of the
+//! process whose map covers it, and the rule caches that keep it cheap.
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{FrameAddress, Unwinder};
+
+use super::{Unwinding, Unwound};
+use crate::collect::events::StackSample;
+use crate::model::{FrameLoc, UnwoundStack};
+use crate::stacks::elf::Bytes;
+use crate::stacks::maps;
+
+/// Deepest stack kept; deeper ones are cut and marked truncated.
+const MAX_FRAMES: usize = 128;
+
+/// Processes with a rule cache of their own at once; past it all are
+/// dropped and built again as samples come. framehop's cache (509 rules,
+/// ~12 KiB) tags each rule with its unwinder, so one cache shared by the
+/// processes of a multi-process server was overwritten by each in turn and
+/// most lookups parsed DWARF CFI again (issue 21: kerntax's user space took
+/// 8.5% of a CPU on PostgreSQL, ~1% on one-process memcached).
+const MAX_RULE_CACHES: usize = 256;
+
+pub(super) struct Region {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    /// Module number and bias (runtime minus stated address).
+    pub(super) module: Option<(usize, u64)>,
+    pub(super) name: Option<String>,
+}
+
+pub(super) struct Process {
+    pub(super) regions: Vec<Region>,
+    pub(super) unwinder: UnwinderX86_64<Bytes>,
+}
+
+impl Process {
+    pub(super) fn covers(&self, addr: u64) -> bool {
+        self.regions
+            .iter()
+            .any(|r| (r.start..r.end).contains(&addr))
+    }
+}
+
+impl Unwinding {
+    /// A process is gone: its rule cache goes (a late sample builds one).
+    pub(super) fn drop_cache(&mut self, pid: u32) {
+        if let Some(c) = self.caches.remove(&pid) {
+            self.cache_lookups = add_lookups(self.cache_lookups, &c);
+        }
+    }
+
+    /// framehop's rule-cache lookups so far: (hits, all).
+    pub fn rule_cache_lookups(&self) -> (u64, u64) {
+        self.caches.values().fold(self.cache_lookups, add_lookups)
+    }
+
+    /// Unwinds `s` with the mappings of process `owner`.
+    pub(super) fn unwind(&mut self, s: &StackSample, owner: u32) -> Unwound {
+        if s.no_user_stack {
+            return Unwound {
+                sample: s.clone(),
+                stack: UnwoundStack {
+                    frames: Vec::new(),
+                    truncated: false,
+                },
+            };
+        }
+        let Some(p) = self.procs.get(&owner).filter(|p| p.covers(s.ip)) else {
+            self.stats.maps_unavailable += 1;
+            let stack = UnwoundStack {
+                frames: vec![FrameLoc::Unmapped {
+                    addr: s.ip,
+                    mapping: None,
+                }],
+                truncated: false,
+            };
+            return Unwound {
+                sample: s.without_stack(),
+                stack,
+            };
+        };
+        if !self.caches.contains_key(&owner) && self.caches.len() >= MAX_RULE_CACHES {
+            for (_, c) in std::mem::take(&mut self.caches) {
+                self.cache_lookups = add_lookups(self.cache_lookups, &c);
+            }
+        }
+        let cache = self.caches.entry(owner).or_default();
+        let (mut frames, mut truncated) = walk(p, cache, s, owner);
+        // A frame in no mapping known: code mapped since the map was read
+        // (a library loaded late, a JIT's code cache grown). Read it again,
+        // at most once per batch of samples.
+        let outside = |frames: &[FrameLoc]| {
+            frames
+                .iter()
+                .any(|f| matches!(f, FrameLoc::Unmapped { mapping: None, .. }))
+        };
+        if outside(&frames)
+            && self.reread.insert(owner)
+            && let Ok(mappings) = maps::read(owner)
+        {
+            self.reread(owner, mappings);
+            if let Some(p) = self.procs.get(&owner) {
+                let cache = self.caches.entry(owner).or_default();
+                (frames, truncated) = walk(p, cache, s, owner);
+            }
+        }
+        if truncated {
+            self.stats.truncated += 1;
+        }
+        // Whether a native frame is in the interpreter's eval function
+        // (`range`, as its file `path` states it).
+        let paths = &self.modules.paths;
+        let in_eval = |f: &FrameLoc, range: &std::ops::Range<u64>, path: &str| match f {
+            FrameLoc::InModule { module, svma } => {
+                range.contains(svma) && paths.get(*module).is_some_and(|p| p == path)
+            }
+            _ => false,
+        };
+        if let Some(py) = &s.python {
+            frames = self.python.merge(owner, frames, py, in_eval);
+        }
+        if let Some(rb) = &s.ruby {
+            frames = self.ruby.merge(owner, frames, rb, in_eval);
+        }
+        let stack = UnwoundStack { frames, truncated };
+        Unwound {
+            sample: s.without_stack(),
+            stack,
+        }
+    }
+}
+
+/// `(hits, all)` plus a rule cache's lookups.
+fn add_lookups((hits, all): (u64, u64), cache: &CacheX86_64) -> (u64, u64) {
+    let st = cache.stats();
+    (hits + st.hit_count, all + st.total())
+}
+
+/// Walks the stack of `s` in process `p` (`owner`): its frames, and whether
+/// it was cut short.
+fn walk(
+    p: &Process,
+    cache: &mut CacheX86_64,
+    s: &StackSample,
+    owner: u32,
+) -> (Vec<FrameLoc>, bool) {
+    // Set when the unwinder wanted stack beyond the bytes copied: the one
+    // way a stack is cut short rather than ended (a trampoline without
+    // unwind info, like ld.so's _start or makecontext's, just ends it).
+    let mut beyond_copy = false;
+    let copied_end = s.sp + s.stack.len() as u64;
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        let off = addr.checked_sub(s.sp).ok_or(())? as usize;
+        match s.stack.get(off..off.checked_add(8).ok_or(())?) {
+            Some(bytes) => Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?)),
+            None => {
+                beyond_copy |= addr >= copied_end;
+                Err(())
+            }
+        }
+    };
+    let regs = UnwindRegsX86_64::new(s.ip, s.sp, s.bp);
+    let mut iter = p.unwinder.iter_frames(s.ip, regs, cache, &mut read_stack);
+    let mut frames = Vec::new();
+    let mut truncated = false;
+    while let Ok(Some(frame)) = iter.next() {
+        if frames.len() == MAX_FRAMES {
+            truncated = true;
+            break;
+        }
+        frames.push(locate(&p.regions, owner, frame));
+    }
+    truncated |= beyond_copy;
+    (frames, truncated)
+}
+
+/// The frame at `frame` in process `pid`: in a module, in a JIT's
+/// anonymous code, or in no file kerntax can read.
+fn locate(regions: &[Region], pid: u32, frame: FrameAddress) -> FrameLoc {
+    let lookup = frame.address_for_lookup();
+    match regions.iter().find(|r| (r.start..r.end).contains(&lookup)) {
+        Some(Region {
+            module: Some((module, bias)),
+            ..
+        }) => FrameLoc::InModule {
+            module: *module,
+            svma: lookup.wrapping_sub(*bias),
+        },
+        Some(Region { name: None, .. }) => FrameLoc::Jit { pid, addr: lookup },
+        Some(r) => FrameLoc::Unmapped {
+            addr: lookup,
+            mapping: r.name.clone(),
+        },
+        None => FrameLoc::Unmapped {
+            addr: lookup,
+            mapping: None,
+        },
+    }
+}
