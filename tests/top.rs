@@ -148,8 +148,12 @@ struct Tmux {
 
 impl Tmux {
     fn start() -> Tmux {
+        // One tmux server per test: tests of one binary run in parallel
+        // under a plain `cargo test`.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let t = Tmux {
-            socket: format!("kerntax-top-test-{}", std::process::id()),
+            socket: format!("kerntax-top-test-{}-{n}", std::process::id()),
         };
         t.cmd(&[
             "-f",

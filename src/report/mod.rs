@@ -787,7 +787,8 @@ pub struct Sampling {
     pub stack_samples: u64,
     /// Syscall samples put off while user space was behind on the ring
     /// buffer; the next sample of the syscall carried their weight, so
-    /// nothing was lost, only resolution.
+    /// only resolution was lost. A syscall whose every sample was put off
+    /// (a few calls, all while user space was behind) has no call site.
     pub stack_samples_deferred: u64,
     /// How entries are chosen for a stack.
     pub policy: String,

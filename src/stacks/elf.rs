@@ -13,6 +13,7 @@ use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 use super::maps::Mapping;
+use super::segments::{Segment, Segments};
 
 /// A file's bytes: memory-mapped from disk, or in memory (the fuzz
 /// harness's input).
@@ -52,8 +53,7 @@ pub struct ElfFile {
     /// Data objects (variables) by address, read on first use: (address,
     /// size, demangled name), sorted.
     data_symbols: std::sync::OnceLock<Vec<(u64, u64, String)>>,
-    /// PT_LOAD segments: (file offset, virtual address, file size).
-    segments: Vec<(u64, u64, u64)>,
+    segments: Segments,
     sections: Vec<Section>,
     /// Whether the symbolizer may read the file's debug info: no section
     /// claims to inflate to more than compression can (`plausibly_inflates`).
@@ -96,13 +96,23 @@ impl ElfFile {
         let map = image;
         let bytes: &[u8] = (*map).as_ref();
         let obj = object::File::parse(bytes)?;
-        let segments = obj
-            .segments()
-            .map(|s| {
-                let (offset, size) = s.file_range();
-                (offset, s.address(), size)
-            })
-            .collect();
+        let segments = Segments(
+            obj.segments()
+                .map(|s| {
+                    let (offset, file_size) = s.file_range();
+                    let executable = matches!(
+                        s.flags(),
+                        object::SegmentFlags::Elf { p_flags, .. } if p_flags.0 & object::elf::PF_X.0 != 0
+                    );
+                    Segment {
+                        offset,
+                        vaddr: s.address(),
+                        file_size,
+                        executable,
+                    }
+                })
+                .collect(),
+        );
         let sections = UNWIND_SECTIONS
             .iter()
             .filter_map(|&name| {
@@ -132,27 +142,20 @@ impl ElfFile {
         })
     }
 
-    /// Runtime address minus stated address for what `m` maps, from the
-    /// PT_LOAD segment it comes from: the one whose page-aligned file offset
-    /// it starts at, or (for a mapping split by mprotect, like RELRO) the
-    /// last one starting at or before it. Segments share pages at their
-    /// borders, so containment alone can pick the wrong one.
+    /// Runtime address minus stated address for what `m` maps
+    /// (`Segments::bias`): the unwinder's, for executable mappings.
     pub fn bias(&self, m: &Mapping) -> Option<u64> {
-        let page = |off: u64| off & !0xfff;
-        let &(offset, vaddr, _) = self
-            .segments
-            .iter()
-            .find(|&&(off, _, _)| page(off) == m.offset)
-            .or_else(|| {
-                self.segments
-                    .iter()
-                    .filter(|&&(off, _, size)| {
-                        page(off) <= m.offset && m.offset < off.saturating_add(size)
-                    })
-                    .max_by_key(|&&(off, _, _)| off)
-            })?;
-        let svma_at_start = vaddr.wrapping_sub(offset).wrapping_add(m.offset);
-        Some(m.start.wrapping_sub(svma_at_start))
+        self.segments.bias(m)
+    }
+
+    pub fn segments(&self) -> &Segments {
+        &self.segments
+    }
+
+    /// The same for any mapping, with all of its process's `maps` at hand
+    /// to settle a page two segments begin in (`Segments::load_bias`).
+    pub fn load_bias(&self, m: &Mapping, maps: &[Mapping]) -> Option<u64> {
+        self.segments.load_bias(m, maps)
     }
 
     /// The variable at `svma` (an address as stated in the file) and the

@@ -9,5 +9,6 @@ pub mod kallsyms;
 pub mod map_change;
 pub mod maps;
 pub mod perf_map;
+pub mod segments;
 pub mod symbolize;
 pub mod unwind;

@@ -39,11 +39,17 @@ fn file_name(path: &str) -> String {
 }
 
 /// The variable at `addr` in file mapping `file` (the mapping holding it, or
-/// for .bss the file mapping just before it): its name and the offset in it.
-fn variable(unwinding: &mut Unwinding, file: &Mapping, addr: u64) -> Option<(String, u64)> {
+/// for .bss the file mapping just before it; `maps` its process's): its
+/// name and the offset in it.
+fn variable(
+    unwinding: &mut Unwinding,
+    file: &Mapping,
+    maps: &[Mapping],
+    addr: u64,
+) -> Option<(String, u64)> {
     let (_, elf) = unwinding.modules.get(file);
     let elf = elf?;
-    let svma = addr.wrapping_sub(elf.bias(file)?);
+    let svma = addr.wrapping_sub(elf.load_bias(file, maps)?);
     let (name, offset) = elf.data_symbol(svma)?;
     Some((name.to_string(), offset))
 }
@@ -76,7 +82,7 @@ fn name_private(unwinding: &mut Unwinding, pid: u32, addr: u64) -> LockName {
         (None, Some(p)) => Some(file_name(p)),
         (None, None) => Some("[anon]".to_string()),
     };
-    if let Some((var, offset)) = file.and_then(|f| variable(unwinding, f, addr)) {
+    if let Some((var, offset)) = file.and_then(|f| variable(unwinding, f, &maps, addr)) {
         name.symbol = Some(if offset == 0 {
             var.clone()
         } else {

@@ -59,9 +59,12 @@ impl Unwinding {
     /// cover `addr`; a forked child that never had its own uses its parent's.
     /// With the changes in ring order only executable file mappings follow
     /// the samples: data mappings (where a lock's variable is) are read
-    /// again from a live process at most once a batch, else a map read at
-    /// its exec (before ld.so split its data segment for RELRO) named the
-    /// lab's `g_namespace_lock` `mutex in ns_get` in every live window.
+    /// again from a live process at most once a batch, else a lock's
+    /// mapping was as the process had it at its exec (before ld.so split
+    /// the data segment for RELRO, a library's data not yet mapped), and
+    /// the lab's `g_namespace_lock` went unnamed in every live window
+    /// (`mutex in ns_get`; also a bias from the wrong segment, now
+    /// `Segments::load_bias`).
     pub fn mappings_for(&mut self, pid: u32, addr: u64) -> Option<&[Mapping]> {
         let covers = |m: &Vec<Mapping>| m.iter().any(|x| x.contains(addr));
         let stale = self.tracked(pid) && !self.reread.contains(&pid);
