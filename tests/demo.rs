@@ -7,10 +7,6 @@ mod common;
 use common::*;
 use kerntax::report::{Finding, Report};
 
-fn load(path: std::path::PathBuf) -> Report {
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
-
 /// Issue #5: `r` has finding `id`, whose culprit is named `culprit`.
 fn assert_finding<'a>(r: &'a Report, id: &str, culprit: &str) -> &'a Finding {
     let ids: Vec<_> = r
@@ -93,8 +89,8 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
         }
     }
 
-    let bad = load(dir.path().join("ruby-switch-bad.json"));
-    let fixed = load(dir.path().join("ruby-switch-fixed.json"));
+    let bad = read_report(&dir.path().join("ruby-switch-bad.json"));
+    let fixed = read_report(&dir.path().join("ruby-switch-fixed.json"));
     // 2,000,000 swapcontext switches plus the one getcontext that set up the green thread.
     let sigmask = syscall(&bad, "rt_sigprocmask");
     assert_eq!(sigmask.calls, 2_000_001);
@@ -251,7 +247,7 @@ fn demo(scenario: &str) -> std::collections::HashMap<String, Report> {
             let name = p.file_stem().unwrap().to_string_lossy();
             (
                 name.trim_start_matches(&format!("{scenario}-")).to_string(),
-                load(p),
+                read_report(&p),
             )
         })
         .collect();

@@ -246,8 +246,7 @@ fn readout<'a>(dom: &'a str, id: &str) -> &'a str {
 /// of the values under the pointer, shown at the moment the lock was most
 /// waited for (`#t=`), with the report's own figures for that moment.
 fn timeline_says_what_it_shows(browser: &Path, html: &Path, json: &Path) {
-    let r: kerntax::report::Report =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let r = read_report(json);
     let b = &r.timeline.buckets;
     // The fixture's four threads queue on one lock: the timeline shows it.
     let top = b.iter().max_by_key(|x| x.lock_wait_ns).unwrap();

@@ -400,7 +400,7 @@ fn attach(pid: u32, secs: &str) -> Report {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    read_report(&json)
 }
 
 #[test]

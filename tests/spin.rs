@@ -103,7 +103,7 @@ fn a_command_run_by_a_relative_path_has_its_frames_named() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = read_report(&json);
     assert_eq!(
         r.cpu_samples.functions[0].name, "burn_cpu",
         "{:?}",

@@ -148,8 +148,9 @@ struct Tmux {
 
 impl Tmux {
     fn start() -> Tmux {
-        // One tmux server per test: tests of one binary run in parallel
-        // under a plain `cargo test`.
+        // One tmux server per Tmux, never two tests' screens in one
+        // session (the suite runs one test at a time, a plain `cargo test`
+        // does not).
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let t = Tmux {

@@ -148,7 +148,8 @@ impl ElfFile {
         self.segments.bias(m)
     }
 
-    pub fn segments(&self) -> &Segments {
+    #[cfg(test)]
+    pub(crate) fn segments(&self) -> &Segments {
         &self.segments
     }
 

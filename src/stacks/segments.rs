@@ -80,12 +80,14 @@ impl Segments {
             [s] => Some(Self::bias_from(o, s)),
             _ => None,
         };
-        sole(m).or_else(|| {
-            let ambiguous = self.candidates(m).len() > 1;
-            maps.iter()
-                .filter(|o| ambiguous && o.dev == m.dev && o.inode == m.inode && o.path == m.path)
-                .find_map(sole)
-        })
+        match self.candidates(m)[..] {
+            [] => None,
+            [s] => Some(Self::bias_from(m, s)),
+            _ => maps
+                .iter()
+                .filter(|o| o.dev == m.dev && o.inode == m.inode && o.path == m.path)
+                .find_map(sole),
+        }
     }
 }
 

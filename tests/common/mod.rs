@@ -244,7 +244,7 @@ pub fn profiled_with_truth(argv: &[&str], attach: bool) -> (Report, String, serd
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+        read_report(&json)
     } else {
         let p = run(&outputs, &argv);
         assert!(p.output.status.success(), "{}", p.stderr);
