@@ -42,7 +42,9 @@ pub const RUBY_GVL: RuntimeLock = RuntimeLock {
 pub const JVM_SAFEPOINT: RuntimeLock = RuntimeLock {
     name: "the JVM's safepoint",
     remedy: "Threads are stopped at safepoints for the VM's operations (garbage collection, \
-        deoptimisation, biased-lock revocation, thread dumps): make them rarer and shorter \
+        deoptimisation, biased-lock revocation, thread dumps), and a thread that asks for one \
+        (an allocation that found the heap full asks for a collection) waits in \
+        VMThread::execute until it has run: make them rarer and shorter \
         (-Xlog:safepoint shows which operation and how long; a larger young generation or a \
         concurrent collector for GC pauses).",
 };
@@ -125,6 +127,31 @@ pub fn is_safepoint(function: &str) -> bool {
     function.starts_with(SAFEPOINT_FRAMES[0])
 }
 
+/// HotSpot's hand-over of a VM operation to its VM thread, after which the
+/// caller waits until the operation has run (most at a safepoint): the
+/// collection an allocation asked for when the heap was full, a handshake,
+/// a thread dump.
+const VM_OPERATION_FRAME: &str = "VMThread::execute";
+
+/// Whether frame `i` of a wait's stack (innermost first) is libjvm's: named
+/// so, or with compiled Java methods on the stack.
+fn in_libjvm(frames: &[String], i: usize) -> bool {
+    frames[i].contains("libjvm") || frames.iter().any(|f| crate::stacks::frame::is_jit(f))
+}
+
+/// The index of `VMThread::execute` on a wait's stack (innermost first): the
+/// thread waits for a VM operation it asked for, whatever method asked
+/// (RocketMQ's allocations waiting for the collection they asked for read
+/// as "waiting for work" at a dozen of its methods, CommitLog's up to 126
+/// ms a run). A program's own VMThread class is told apart as HotSpot's
+/// locks are.
+pub fn vm_operation_wait(frames: &[String]) -> Option<usize> {
+    frames
+        .iter()
+        .position(|f| function(f).starts_with(VM_OPERATION_FRAME))
+        .filter(|&i| in_libjvm(frames, i))
+}
+
 /// The index of the VM function on a wait's stack (innermost first) that
 /// takes one of HotSpot's own locks (`G1CollectedHeap::attempt_allocation_slow`
 /// past `Mutex::lock_contended` and `Mutex::lock`): a Java thread queued
@@ -140,8 +167,7 @@ pub fn hotspot_lock_taker(frames: &[String]) -> Option<usize> {
         })
     };
     let first = frames.iter().position(|f| is_lock(f))?;
-    let jvm =
-        frames[first].contains("libjvm") || frames.iter().any(|f| crate::stacks::frame::is_jit(f));
+    let jvm = in_libjvm(frames, first);
     let taker = first + frames[first..].iter().take_while(|f| is_lock(f)).count();
     (jvm && taker < frames.len()).then_some(taker)
 }
@@ -174,6 +200,7 @@ pub fn identify(frames: &[String], symbol: Option<&str>) -> Option<&'static Runt
     if names
         .iter()
         .any(|n| SAFEPOINT_FRAMES.iter().any(|s| n.contains(s)))
+        || vm_operation_wait(frames).is_some()
     {
         return Some(&JVM_SAFEPOINT);
     }
@@ -292,6 +319,40 @@ mod tests {
         assert_eq!(hotspot_lock_taker(&cpp), None);
         // A lock frame with nothing past it names no taker.
         assert_eq!(hotspot_lock_taker(&slow[..4]), None);
+    }
+
+    /// A RocketMQ thread whose allocation asked for a collection, waiting
+    /// for the VM thread to run it (suite runs on b94c3bb: 126 ms "at"
+    /// CommitLog.checkMessageAndReturnSize).
+    fn gc_request(libjvm: &str, method: &str) -> Vec<String> {
+        v(&[
+            "___pthread_cond_wait (pthread_cond_wait.c:618)",
+            &format!("os::PlatformMonitor::wait(long){libjvm}"),
+            &format!("Monitor::wait(long){libjvm}"),
+            &format!("VMThread::wait_until_executed(VM_Operation*){libjvm}"),
+            &format!("VMThread::execute(VM_Operation*){libjvm}"),
+            &format!("G1CollectedHeap::attempt_allocation_slow(unsigned long){libjvm}"),
+            &format!("MemAllocator::allocate() const{libjvm}"),
+            method,
+        ])
+    }
+
+    #[test]
+    fn a_java_thread_that_asked_for_a_vm_operation_waits_for_the_vm() {
+        let jit = "org.apache.rocketmq.store.CommitLog.checkMessageAndReturnSize (jit)";
+        let asked = gc_request(" (libjvm.so)", jit);
+        assert_eq!(vm_operation_wait(&asked), Some(4));
+        assert_eq!(
+            identify(&asked, None).map(|l| l.name),
+            Some("the JVM's safepoint")
+        );
+        // A JVM thread of its own (no Java frame) is told by libjvm's name.
+        let own = gc_request(" (libjvm.so)", "thread_native_entry(Thread*) (libjvm.so)");
+        assert_eq!(vm_operation_wait(&own), Some(4));
+        // Neither libjvm nor Java: a program's own VMThread class.
+        let cpp = gc_request(" (vm.cc:10)", "main (main.cc:3)");
+        assert_eq!(vm_operation_wait(&cpp), None);
+        assert!(identify(&cpp, None).is_none());
     }
 
     #[test]

@@ -70,10 +70,13 @@ pub const VM_CALLING: &str = " calling ";
 /// name has one of `wrapper_words`.
 pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (String, Vec<String>) {
     // A thread stopped at a safepoint waits for the VM's operation,
-    // whatever method it was stopped in.
+    // whatever method it was stopped in; so does one that asked the VM
+    // thread for an operation (a collection, from an allocation), whatever
+    // method allocated.
     if let Some(i) = frames
         .iter()
         .position(|f| crate::analyze::runtime_locks::is_safepoint(function(f)))
+        .or_else(|| crate::analyze::runtime_locks::vm_operation_wait(frames))
     {
         let via = frames[runtime.min(i)..i]
             .iter()

@@ -962,6 +962,39 @@ fn a_java_thread_on_one_of_hotspots_locks_waits_at_the_vm_function_issue_19() {
     assert_eq!(via, ["Mutex::lock_contended(Thread*)", "Mutex::lock()"]);
 }
 
+/// Suite runs on b94c3bb: RocketMQ threads whose allocation asked G1 for a
+/// collection waited for the VM thread to run it, a site "at" whichever
+/// method allocated (CommitLog.checkMessageAndReturnSize, 126 ms, waiting
+/// for work); they wait at the VM function that hands the operation over.
+#[test]
+fn a_java_thread_waiting_for_a_vm_operation_waits_at_the_vm_function() {
+    let f: Vec<String> = [
+        "__futex_abstimed_wait_common (futex-internal.c:87)",
+        "___pthread_cond_wait (pthread_cond_wait.c:618)",
+        "os::PlatformMonitor::wait(long) (libjvm.so)",
+        "Monitor::wait(long) (libjvm.so)",
+        "VMThread::wait_until_executed(VM_Operation*) (libjvm.so)",
+        "VMThread::execute(VM_Operation*) (libjvm.so)",
+        "G1CollectedHeap::attempt_allocation_slow(unsigned long) (libjvm.so)",
+        "MemAllocator::allocate() const (libjvm.so)",
+        "new_type_array Runtime1 stub (jit)",
+        "org.apache.rocketmq.store.CommitLog.checkMessageAndReturnSize (jit)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (site, via) = site_of(&f, 2, WAIT_WORDS);
+    assert_eq!(site, "VMThread::execute(VM_Operation*)");
+    assert_eq!(
+        via,
+        [
+            "os::PlatformMonitor::wait(long)",
+            "Monitor::wait(long)",
+            "VMThread::wait_until_executed(VM_Operation*)"
+        ]
+    );
+}
+
 /// A thread never sampled on a word joins the sites where that word is
 /// what the site waits on (MIN_UNSAMPLED_WORD_SHARE of its time), not a
 /// site that met it briefly (issue 19: RocketMQ's housekeeping threads,

@@ -60,6 +60,60 @@ const IDLE: &[&str] = &[
     "JavaThread::sleep",
 ];
 
+/// Whether `s` waits on one of the JVM's own locks (its heap lock while a
+/// collection runs, its safepoints): the VM's waits, met by any thread
+/// that allocates or runs Java code, never the program's lock. They are
+/// named by the VM function that takes the lock, never by the method the
+/// thread was in (suite run 8: 159 ms of heap-lock waits "at"
+/// MessageDecoder.string2messageProperties).
+fn jvm_own(s: &WaitSite) -> bool {
+    if !s
+        .runtime_lock
+        .as_deref()
+        .is_some_and(|l| l.starts_with("the JVM's"))
+    {
+        return false;
+    }
+    assert!(s.function.contains("::"), "{}", brief(s));
+    true
+}
+
+/// What a failed assertion on a site needs, short enough that CI's cut of
+/// the output keeps it (a whole WaitSite runs to pages).
+fn brief(s: &WaitSite) -> String {
+    format!(
+        "{} [{:?}, {} ms, {:?}, waiters {:?}]: {:?}",
+        s.function,
+        s.class,
+        s.wait_ns / 1_000_000,
+        s.runtime_lock,
+        s.waiter_tids,
+        s.evidence
+    )
+}
+
+/// Waits inside the VM (queued on one of its locks, or waiting for an
+/// operation the thread asked its VM thread for: a collection its
+/// allocation found it needed) are sites of the VM's, never of the method
+/// the thread was in (issue 19; suite runs on b94c3bb: a GC request read as
+/// 126 ms at CommitLog.checkMessageAndReturnSize), and are the JVM's.
+fn vm_waits_are_the_vms(r: &Report) {
+    for s in r.waits.iter().filter(|s| {
+        s.via
+            .iter()
+            .any(|v| v == "Mutex::lock()" || v.starts_with("VMThread::"))
+    }) {
+        assert!(
+            !s.function.starts_with("org.apache.rocketmq"),
+            "{}",
+            brief(s)
+        );
+        if s.function.starts_with("VMThread::execute") {
+            assert!(jvm_own(s), "{}", brief(s));
+        }
+    }
+}
+
 fn idle_is_never_contention(r: &Report) {
     not_contention(r, |f| IDLE.iter().any(|idle| f.contains(idle)));
     nothing_idle_is_contention(r);
@@ -145,27 +199,20 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
     // One contended lock of the program's: every contended site that costs
     // anything is the send threads' (the timer store's pollers, netty's
     // timer and the services wait alone, for time). Allocations that queue
-    // on G1's heap lock (a GC in progress) are the JVM's, named by the VM
-    // function that takes it, never by the method that allocated (suite
-    // run 8: 159 ms "at" MessageDecoder.string2messageProperties).
+    // on G1's heap lock (a GC in progress) are the JVM's.
     for s in bad
         .waits
         .iter()
         .filter(|s| s.class == WaitClass::Contention && s.wait_ns >= 100_000_000)
+        .filter(|s| !jvm_own(s))
     {
-        if s.runtime_lock.as_deref() == Some("the JVM's heap lock") {
-            assert!(s.function.contains("CollectedHeap::"), "{s:?}");
-            continue;
-        }
-        assert!(s.waiter_tids.iter().all(|t| send.contains(t)), "{s:?}");
+        assert!(
+            s.waiter_tids.iter().all(|t| send.contains(t)),
+            "{}",
+            brief(s)
+        );
     }
-    for s in bad
-        .waits
-        .iter()
-        .filter(|s| s.via.iter().any(|v| v == "Mutex::lock()"))
-    {
-        assert!(!s.function.starts_with("org.apache.rocketmq"), "{s:?}");
-    }
+    vm_waits_are_the_vms(&bad);
     idle_is_never_contention(&bad);
     // The broker's JIT frames were named: the JVM was asked for its map.
     jvm_map_read(&bad);
@@ -185,16 +232,24 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
         .find(|s| s.waiter_tids.contains(&one[0]))
         .unwrap_or_else(|| panic!("no queue-take site of the send thread: {:?}", healthy.waits));
     assert_eq!(take.class, WaitClass::WaitingForWork, "{take:?}");
+    // It queues for no lock of the program's. It does allocate, and then
+    // may queue with the JVM's other threads on the heap lock while a
+    // collection runs: that is the JVM's (CI on b94c3bb failed here, its
+    // output cut; in twelve kept suite runs the send thread's only
+    // contended site is the heap lock, up to 76 ms as contention and 172
+    // ms when the same waits read as waiting for work).
     for s in healthy
         .waits
         .iter()
         .filter(|s| s.class == WaitClass::Contention && s.wait_ns >= 100_000_000)
+        .filter(|s| !jvm_own(s))
     {
-        assert!(!s.waiter_tids.contains(&one[0]), "{s:?}");
+        assert!(!s.waiter_tids.contains(&one[0]), "{}", brief(s));
     }
     lacks(&healthy, "lock.global-serializes");
     lacks(&healthy, "lock.contended-site");
     lacks(&healthy, "spin.waste");
+    vm_waits_are_the_vms(&healthy);
     idle_is_never_contention(&healthy);
     lacks(&healthy, "wait.bottleneck");
 }
