@@ -52,20 +52,6 @@ pub struct Analyses {
     pub lock_names: HashMap<LockKey, String>,
 }
 
-/// The runtime lock most of a site's waiting is (its stacks by time).
-fn site_runtime_lock(site: &WaitSite, symbol: Option<&str>) -> Option<String> {
-    let mut by: HashMap<&str, u64> = HashMap::new();
-    let mut total = 0;
-    for s in &site.stacks {
-        total += s.ns;
-        if let Some(r) = runtime_locks::identify(&s.frames, symbol) {
-            *by.entry(r.name).or_default() += s.ns;
-        }
-    }
-    let (name, ns) = by.into_iter().max_by_key(|(n, ns)| (*ns, *n))?;
-    (ns * 2 >= total).then(|| name.to_string())
-}
-
 pub fn run(
     kernel: &KernelCounters,
     tally: &SampleTally,
@@ -168,6 +154,10 @@ pub fn run(
         futile: &kernel.locks.iter().map(|(k, c)| (*k, c.futile)).collect(),
         threads,
         comms: &comms,
+        lock_symbols: &lock_names
+            .iter()
+            .filter_map(|(k, n)| n.symbol.clone().map(|s| (*k, s)))
+            .collect(),
         duration_ns,
     });
     let locks = locks::build(
@@ -193,8 +183,8 @@ pub fn run(
             runtime: runtime(stack),
         })
         .collect();
-    // Each site names the locks waited on there, and the runtime's
-    // well-known lock its waits are, if they are one.
+    // Each site names the locks waited on there (the runtime's well-known
+    // lock its waits are, if any, was named with its class).
     let mut sites = waits.sites;
     for (site, keys) in sites.iter_mut().zip(&waits.site_locks) {
         for k in keys {
@@ -203,18 +193,6 @@ pub fn run(
             {
                 site.locks.push(name.clone());
             }
-        }
-        let symbol = keys
-            .first()
-            .and_then(|k| lock_names.get(k))
-            .and_then(|n| n.symbol.as_deref());
-        site.runtime_lock = site_runtime_lock(site, symbol);
-        if let Some(rl) = site
-            .runtime_lock
-            .as_deref()
-            .and_then(runtime_locks::by_name)
-        {
-            waits::for_interpreter_lock(site, rl);
         }
     }
 

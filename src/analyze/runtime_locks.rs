@@ -250,6 +250,13 @@ pub fn only_for_work(lock: &RuntimeLock) -> bool {
     [CPYTHON_GIL.name, RUBY_GVL.name].contains(&lock.name)
 }
 
+/// A lock a thread takes only inside an allocation (the JVM's heap lock, in
+/// a collector's slow path; a glibc malloc arena's, in malloc and free): its
+/// waiters are in the middle of their work whatever they do between.
+pub fn only_in_allocation(lock: &RuntimeLock) -> bool {
+    [JVM_HEAP_LOCK.name, MALLOC_ARENA.name].contains(&lock.name)
+}
+
 /// The runtime lock the same name (`CPython's GIL`) stands for.
 pub fn by_name(name: &str) -> Option<&'static RuntimeLock> {
     [
@@ -271,6 +278,8 @@ mod tests {
     fn only_an_interpreters_global_lock_is_waited_for_only_to_run() {
         assert!(only_for_work(&CPYTHON_GIL) && only_for_work(&RUBY_GVL));
         assert!(!only_for_work(&JVM_SAFEPOINT) && !only_for_work(&MALLOC_ARENA));
+        assert!(only_in_allocation(&JVM_HEAP_LOCK) && only_in_allocation(&MALLOC_ARENA));
+        assert!(!only_in_allocation(&JVM_SAFEPOINT) && !only_in_allocation(&RUBY_GVL));
     }
 
     fn v(f: &[&str]) -> Vec<String> {

@@ -12,8 +12,7 @@
 use super::acc::SiteAcc;
 use super::prior::WaitPrior;
 use super::signals::{Busy, Handovers, Nesting};
-use crate::analyze::runtime_locks::{self, RuntimeLock};
-use crate::report::{WaitClass, WaitSite};
+use crate::report::WaitClass;
 
 /// Waits that returned at once, as a share of all waits here, above which
 /// the site is a contended lock word.
@@ -53,6 +52,10 @@ pub const MIN_NESTING_SHARE: f64 = 0.5;
 pub const MAX_PARKED_WAITS: f64 = 2.0;
 /// ... provided they sleep there at least this share of the run.
 pub const MIN_PARKED_SHARE: f64 = 0.2;
+
+/// How the evidence of a site classed waiting for work for want of work in
+/// hand ends (a runtime's lock its frames name may overrule it).
+pub const THEY_IDLE: &str = ": they idle";
 
 fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
@@ -252,7 +255,7 @@ pub fn classify(
     if !work {
         return (
             WaitClass::WaitingForWork,
-            vec![format!("{work_ev}: they idle"), busy_ev],
+            vec![format!("{work_ev}{THEY_IDLE}"), busy_ev],
         );
     }
     let mut ev = vec![
@@ -261,109 +264,4 @@ pub fn classify(
     ];
     ev.extend(relay_ev);
     (WaitClass::WaitingForWork, ev)
-}
-
-/// A site whose waits are an interpreter's global lock (CPython's GIL,
-/// Ruby's GVL), once the runtime's frames have named it: a thread waits for
-/// it only to run the language's code, so waiters with work in hand (the
-/// same signal as above) queue for a lock even when the hand-over signals
-/// are blurred (Ruby 3.1's designated timer thread wakes the waiters from
-/// another site than the one they wait at, so no turns are seen here;
-/// issue 19, ruby-gvl). A thread's start-up wait at its loop's head, idle
-/// between, stays what it was.
-pub fn for_interpreter_lock(site: &mut WaitSite, lock: &RuntimeLock) {
-    if site.class != WaitClass::WaitingForWork
-        || !runtime_locks::only_for_work(lock)
-        || site.waiters < 2
-        || !work_in_hand(
-            site.prior,
-            site.waiter_between_busy_share,
-            site.loop_share,
-            site.nested_share,
-        )
-    {
-        return;
-    }
-    site.class = WaitClass::Contention;
-    site.evidence.insert(
-        0,
-        format!(
-            "the runtime's frames say this is {}, which a thread waits for only to run the language's code; \
-             {} threads wait here with work in hand",
-            lock.name, site.waiters
-        ),
-    );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::analyze::runtime_locks::{JVM_SAFEPOINT, RUBY_GVL};
-
-    /// ruby-gvl's main GVL site as one suite run saw it: 5 waiters, no turns
-    /// seen, busy a third of their time between waits, not at their loop.
-    fn gvl_site(between: f64, loop_share: f64, waiters: u32) -> WaitSite {
-        let mut s = crate::report::build::tests::sample_wait_site();
-        s.class = WaitClass::WaitingForWork;
-        s.prior = WaitPrior::Condition;
-        s.evidence = vec![
-            "100% of the woken waiting was ended by threads that do not take turns here".into(),
-        ];
-        s.waiter_between_busy_share = between;
-        s.loop_share = loop_share;
-        s.nested_share = 0.0;
-        s.waiters = waiters;
-        s
-    }
-
-    fn class(mut s: WaitSite, lock: &RuntimeLock) -> WaitClass {
-        for_interpreter_lock(&mut s, lock);
-        s.class
-    }
-
-    #[test]
-    fn an_interpreter_lock_waited_for_with_work_in_hand_is_contention() {
-        let above = MIN_BUSY_BETWEEN_SHARE + 0.01;
-        let below = MIN_BUSY_BETWEEN_SHARE - 0.01;
-        assert_eq!(
-            class(gvl_site(above, 0.03, 5), &RUBY_GVL),
-            WaitClass::Contention
-        );
-        let mut s = gvl_site(above, 0.03, 5);
-        for_interpreter_lock(&mut s, &RUBY_GVL);
-        assert!(s.evidence[0].contains("Ruby's GVL"), "{:?}", s.evidence);
-        assert_eq!(
-            class(gvl_site(below, 0.03, 5), &RUBY_GVL),
-            WaitClass::WaitingForWork
-        );
-        // A thread's start-up wait at its loop's head (suite run 8: loop
-        // 100%, 18% busy between) is not work in hand.
-        let at_loop = MIN_NESTING_SHARE + 0.01;
-        let off_loop = MIN_NESTING_SHARE - 0.01;
-        assert_eq!(
-            class(gvl_site(above, at_loop, 2), &RUBY_GVL),
-            WaitClass::WaitingForWork
-        );
-        assert_eq!(
-            class(gvl_site(above, off_loop, 2), &RUBY_GVL),
-            WaitClass::Contention
-        );
-        // One waiter queues behind no one.
-        assert_eq!(
-            class(gvl_site(above, 0.0, 1), &RUBY_GVL),
-            WaitClass::WaitingForWork
-        );
-        // Not every runtime lock is waited for only to run.
-        assert_eq!(
-            class(gvl_site(above, 0.0, 5), &JVM_SAFEPOINT),
-            WaitClass::WaitingForWork
-        );
-    }
-
-    #[test]
-    fn other_classes_are_left_alone() {
-        let mut s = gvl_site(0.9, 0.0, 5);
-        s.class = WaitClass::StartupTeardown;
-        assert_eq!(class(s, &RUBY_GVL), WaitClass::StartupTeardown);
-    }
 }

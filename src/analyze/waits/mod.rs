@@ -19,6 +19,8 @@
 //! - `prior`: what the standard runtime's frames say the wait is;
 //! - `signals`: turns, relays, work in hand;
 //! - `classify`: the class from the signals;
+//! - `runtime`: a standard runtime's well-known lock, and what its frames
+//!   say of the class;
 //! - `report`: the site as the report shows it.
 //!
 //! Classes depend on each other in one way: a thread's waits for work at
@@ -33,6 +35,7 @@ mod merge;
 mod naming;
 pub mod prior;
 mod report;
+mod runtime;
 mod signals;
 mod site;
 
@@ -47,7 +50,7 @@ pub use acc::MIN_UNSAMPLED_WORD_SHARE;
 pub use classify::{
     MAX_PARKED_WAITS, MIN_BUSY_BETWEEN_SHARE, MIN_BUSY_SHARE, MIN_FUTILE_PER_S, MIN_FUTILE_SHARE,
     MIN_NESTING_SHARE, MIN_PARKED_SHARE, MIN_RELEASE_SHARE, MIN_RETRY_WOKEN_SHARE,
-    MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE, for_interpreter_lock, work_in_hand,
+    MIN_TIMEOUT_SHARE, MIN_TURNS_SHARE, work_in_hand,
 };
 pub use naming::{display, displays, release_site, wait_function, with_callers};
 pub use signals::{MIN_WAKERS_PER_WAITER, RELAY_MAX_RAN_NS};
@@ -104,6 +107,9 @@ pub struct Inputs<'a> {
     pub threads: &'a [ThreadUsage],
     /// Thread names, also of wakers outside the target.
     pub comms: &'a HashMap<u32, String>,
+    /// The variable each lock word lives in, where it is named (a
+    /// runtime's lock is known by it: CPython's `_PyRuntime`).
+    pub lock_symbols: &'a HashMap<LockKey, String>,
     pub duration_ns: u64,
 }
 
@@ -226,15 +232,18 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             for alias in &a.aliases {
                 aliases_of.insert(alias.clone(), function.clone());
             }
-            if v.class == WaitClass::Contention {
+            let aliases = a.aliases.clone();
+            let mut site = report::site_report(function, a, v, inp, &pair_sites, wall);
+            let symbol = keys.first().and_then(|k| inp.lock_symbols.get(k));
+            runtime::name_and_class(&mut site, symbol.map(String::as_str));
+            if site.class == WaitClass::Contention {
                 for (call, ns) in by_call {
                     *contended_calls.entry(call).or_default() += ns.round() as u64;
                 }
-                contended_sites.insert(function.clone());
-                contended_sites.extend(a.aliases.iter().cloned());
+                contended_sites.insert(site.function.clone());
+                contended_sites.extend(aliases);
                 contended_spans.extend(spans);
             }
-            let site = report::site_report(function, a, v, inp, &pair_sites, wall);
             (site, keys)
         })
         .collect();

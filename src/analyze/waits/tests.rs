@@ -241,6 +241,7 @@ fn build_with_offcpu(
         futile: &futile_exact,
         threads,
         comms: &HashMap::new(),
+        lock_symbols: &HashMap::new(),
         duration_ns: WALL,
     })
 }
@@ -718,6 +719,7 @@ fn waiters_waking_the_next_right_after_their_own_wake_up_relay_and_take_no_turns
             futile: &HashMap::new(),
             threads: &threads,
             comms: &HashMap::new(),
+            lock_symbols: &HashMap::new(),
             duration_ns: WALL,
         })
     };
@@ -1152,4 +1154,54 @@ fn a_thread_that_waited_once_does_not_hide_the_others_turns_issue_19() {
     let s = &build_sites(&with_mutex, &threads, &[]).sites[0];
     assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
     assert!(s.turns_share > 0.9, "{s:?}");
+}
+
+/// Suite runs on b94c3bb: RocketMQ's pool threads queued on G1's heap lock
+/// behind a collection (woken by the VM thread, little run between) read
+/// as idle. The heap lock's frames make them contention, and that class is
+/// the one the lock word and the contended calls get (a runtime lock's
+/// class was once settled after them, so a GVL's site could be contention
+/// while its lock word was not).
+#[test]
+fn an_allocations_lock_is_contention_in_the_site_its_word_and_its_calls() {
+    let heap = LockKey::Private {
+        pid: 1,
+        addr: 0x9000,
+    };
+    let sleeps: Vec<SleepSample> = (1..=4)
+        .map(|t| {
+            let mut s = on_lock(sleep(t, "x", 40_000_000, 4, 0, waker(9, true)), heap);
+            s.frames = frames(&[
+                "__GI___lll_lock_wait (lowlevellock.c:49)",
+                "___pthread_mutex_lock (pthread_mutex_lock.c:93)",
+                "Mutex::lock_contended(Thread*) (libjvm.so)",
+                "Mutex::lock() (libjvm.so)",
+                "G1CollectedHeap::attempt_allocation_slow(unsigned long) (libjvm.so)",
+                "MemAllocator::allocate() const (libjvm.so)",
+                "java.util.HashMap.resize (jit)",
+                "org.app.Pool.run (jit)",
+            ]);
+            s.runtime = 2;
+            s
+        })
+        .collect();
+    let mut threads: Vec<ThreadUsage> = (1..=4).map(|t| thread(t, 10_000_000)).collect();
+    threads.push(thread(9, 300_000_000));
+    let w = build_sites(&sleeps, &threads, &[]);
+    let s = &w.sites[0];
+    assert_eq!(
+        s.function,
+        "G1CollectedHeap::attempt_allocation_slow(unsigned long)"
+    );
+    assert_eq!(s.runtime_lock.as_deref(), Some("the JVM's heap lock"));
+    assert_eq!(s.class, WaitClass::Contention, "{:?}", s.evidence);
+    assert_eq!(w.lock_class.get(&heap), Some(&WaitClass::Contention));
+    assert!(w.contended_sites.contains(&s.function));
+    let futex_calls: u64 = w
+        .contended_calls
+        .iter()
+        .filter(|((_, nr), _)| *nr == futex())
+        .map(|(_, ns)| ns)
+        .sum();
+    assert_eq!(futex_calls, 160_000_000);
 }
