@@ -970,7 +970,7 @@ fn a_java_thread_on_one_of_hotspots_locks_waits_at_the_vm_function_issue_19() {
 /// for work); they wait at the VM function that hands the operation over.
 #[test]
 fn a_java_thread_waiting_for_a_vm_operation_waits_at_the_vm_function() {
-    let f: Vec<String> = [
+    let f = frames(&[
         "__futex_abstimed_wait_common (futex-internal.c:87)",
         "___pthread_cond_wait (pthread_cond_wait.c:618)",
         "os::PlatformMonitor::wait(long) (libjvm.so)",
@@ -981,10 +981,7 @@ fn a_java_thread_waiting_for_a_vm_operation_waits_at_the_vm_function() {
         "MemAllocator::allocate() const (libjvm.so)",
         "new_type_array Runtime1 stub (jit)",
         "org.apache.rocketmq.store.CommitLog.checkMessageAndReturnSize (jit)",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    ]);
     let (site, via) = site_of(&f, 2, WAIT_WORDS);
     assert_eq!(site, "VMThread::execute(VM_Operation*)");
     assert_eq!(
