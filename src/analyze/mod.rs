@@ -154,10 +154,7 @@ pub fn run(
         futile: &kernel.locks.iter().map(|(k, c)| (*k, c.futile)).collect(),
         threads,
         comms: &comms,
-        lock_symbols: &lock_names
-            .iter()
-            .filter_map(|(k, n)| n.symbol.clone().map(|s| (*k, s)))
-            .collect(),
+        lock_names: &lock_names,
         duration_ns,
     });
     let locks = locks::build(

@@ -42,6 +42,7 @@ mod site;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::analyze::aggregate::ThreadUsage;
+use crate::analyze::locks::name::LockName;
 use crate::model::{LockKey, OffCpuCounters, Waker};
 use crate::report::{WaitClass, WaitSite};
 use crate::tally::{SleepKey, SleepTally};
@@ -107,9 +108,9 @@ pub struct Inputs<'a> {
     pub threads: &'a [ThreadUsage],
     /// Thread names, also of wakers outside the target.
     pub comms: &'a HashMap<u32, String>,
-    /// The variable each lock word lives in, where it is named (a
-    /// runtime's lock is known by it: CPython's `_PyRuntime`).
-    pub lock_symbols: &'a HashMap<LockKey, String>,
+    /// Each lock word's name: the variable it lives in, where named, is
+    /// what a runtime's lock is known by (CPython's `_PyRuntime`).
+    pub lock_names: &'a HashMap<LockKey, LockName>,
     pub duration_ns: u64,
 }
 
@@ -234,8 +235,11 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             }
             let aliases = a.aliases.clone();
             let mut site = report::site_report(function, a, v, inp, &pair_sites, wall);
-            let symbol = keys.first().and_then(|k| inp.lock_symbols.get(k));
-            runtime::name_and_class(&mut site, symbol.map(String::as_str));
+            let symbol = keys
+                .first()
+                .and_then(|k| inp.lock_names.get(k))
+                .and_then(|n| n.symbol.as_deref());
+            runtime::name_and_class(&mut site, symbol);
             if site.class == WaitClass::Contention {
                 for (call, ns) in by_call {
                     *contended_calls.entry(call).or_default() += ns.round() as u64;

@@ -91,8 +91,7 @@ fn for_runtime_lock(site: &mut WaitSite, lock: &RuntimeLock) {
 mod tests {
     use super::*;
     use crate::analyze::runtime_locks::{JVM_HEAP_LOCK, JVM_SAFEPOINT, MALLOC_ARENA, RUBY_GVL};
-    use crate::analyze::waits::MIN_BUSY_BETWEEN_SHARE;
-    use crate::analyze::waits::MIN_NESTING_SHARE;
+    use crate::analyze::waits::{MIN_BUSY_BETWEEN_SHARE, MIN_NESTING_SHARE};
     use crate::report::WaitPrior;
 
     /// ruby-gvl's main GVL site as one suite run saw it: 5 waiters, no turns

@@ -241,7 +241,7 @@ fn build_with_offcpu(
         futile: &futile_exact,
         threads,
         comms: &HashMap::new(),
-        lock_symbols: &HashMap::new(),
+        lock_names: &HashMap::new(),
         duration_ns: WALL,
     })
 }
@@ -719,7 +719,7 @@ fn waiters_waking_the_next_right_after_their_own_wake_up_relay_and_take_no_turns
             futile: &HashMap::new(),
             threads: &threads,
             comms: &HashMap::new(),
-            lock_symbols: &HashMap::new(),
+            lock_names: &HashMap::new(),
             duration_ns: WALL,
         })
     };

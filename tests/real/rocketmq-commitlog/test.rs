@@ -13,7 +13,6 @@
 //! netty's event loops and its HashedWheelTimer's sleeps) are never
 //! contention. See NOTES.md for what kerntax gets wrong now.
 use super::*;
-use kerntax::report::WaitSite;
 
 /// The broker's threads named by their pool (comm is cut to 15 bytes:
 /// SendMessageThread_N shows as "SendMessageThre").
@@ -59,38 +58,6 @@ const IDLE: &[&str] = &[
     "CountDownLatch2.await",
     "JavaThread::sleep",
 ];
-
-/// Whether `s` waits on one of the JVM's own locks (its heap lock while a
-/// collection runs, its safepoints): the VM's waits, met by any thread
-/// that allocates or runs Java code, never the program's lock. They are
-/// named by the VM function that takes the lock, never by the method the
-/// thread was in (suite run 8: 159 ms of heap-lock waits "at"
-/// MessageDecoder.string2messageProperties).
-fn jvm_own(s: &WaitSite) -> bool {
-    if !s
-        .runtime_lock
-        .as_deref()
-        .is_some_and(|l| l.starts_with("the JVM's"))
-    {
-        return false;
-    }
-    assert!(s.function.contains("::"), "{}", brief(s));
-    true
-}
-
-/// What a failed assertion on a site needs, short enough that CI's cut of
-/// the output keeps it (a whole WaitSite runs to pages).
-fn brief(s: &WaitSite) -> String {
-    format!(
-        "{} [{:?}, {} ms, {:?}, waiters {:?}]: {:?}",
-        s.function,
-        s.class,
-        s.wait_ns / 1_000_000,
-        s.runtime_lock,
-        s.waiter_tids,
-        s.evidence
-    )
-}
 
 /// Waits inside the VM (queued on one of its locks, or waiting for an
 /// operation the thread asked its VM thread for: a collection its
