@@ -26,17 +26,82 @@ fn main() {
     );
 }
 
+const BPF_CLANG_ARGS: &[&str] = &[
+    "-I", "src/bpf", "-Wall", "-Werror", "-O2", "-g",
+    // v3: 32-bit registers and jumps (kernel 5.1+). Atomic adds whose
+    // result is used (5.12+) are avoided: 5.10 refuses them.
+    "-mcpu=v3",
+];
+
 fn build_bpf(out: &Path) {
     println!("cargo:rerun-if-changed=src/bpf");
     for name in BPF_OBJECTS {
         let src = format!("src/bpf/{name}.bpf.c");
         SkeletonBuilder::new()
             .source(&src)
-            // v3: atomic fetch-and-add (kernel 5.12+), used to number stacks.
-            .clang_args(["-I", "src/bpf", "-Wall", "-Werror", "-O2", "-g", "-mcpu=v3"])
+            .obj(out.join(format!("{name}.bpf.o")))
+            .clang_args(BPF_CLANG_ARGS)
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building {src}: {e:#} (is clang installed?)"));
     }
+    build_old_verifier_variant(out);
+}
+
+/// The object for kernels whose verifier refuses pointer arguments to
+/// global functions (before 5.12) or knows no callbacks (before 5.13): the
+/// same source with those functions static and the one callback left out
+/// (src/bpf/syscalls.bpf.c KT_GLOBAL, compat.bpf.h). It is loaded through the one
+/// skeleton (src/collect/bpf.rs picks the bytes), which holds only if both
+/// objects have the same maps, programs and global data: their generated
+/// skeletons, names aside, must be the same text.
+fn build_old_verifier_variant(out: &Path) {
+    let mut args = BPF_CLANG_ARGS.to_vec();
+    args.push("-DKT_OLD_VERIFIER");
+    let skel = out.join("syscalls_old.skel.rs");
+    SkeletonBuilder::new()
+        .source("src/bpf/syscalls.bpf.c")
+        .obj(out.join("syscalls_old.bpf.o"))
+        .clang_args(args)
+        .build_and_generate(&skel)
+        .unwrap_or_else(|e| panic!("building the static-subprogram variant: {e:#}"));
+    // Maps and programs are found by name (any order); the global data
+    // is reached through the generated structs, which must be the same.
+    let shape = |path: &Path| {
+        let text = fs::read_to_string(path).expect("reading a generated skeleton");
+        let mut named: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(".map(") || l.trim_start().starts_with(".prog("))
+            .collect();
+        named.sort();
+        let mut shape = named.join("\n");
+        for section in ["rodata", "data", "bss"] {
+            let head = format!("        pub struct {section} {{");
+            if let Some(at) = text.find(&head) {
+                let body = &text[at..];
+                shape.push_str(&body[..body.find("\n        }").unwrap_or(body.len())]);
+            }
+        }
+        shape
+    };
+    let (main, variant) = (shape(&out.join("syscalls.skel.rs")), shape(&skel));
+    assert!(
+        main == variant,
+        "syscalls_old.bpf.o differs from syscalls.bpf.o in its maps, programs or global data; \
+         one skeleton cannot load both:\n{main}\n---\n{variant}"
+    );
+    // The skeleton opens whichever object the kernel needs.
+    let path = out.join("syscalls.skel.rs");
+    let text = fs::read_to_string(&path).expect("reading the skeleton");
+    let from = "ObjectSkeletonConfigBuilder::new(&DATA)";
+    assert!(text.contains(from), "libbpf-cargo's skeleton changed shape");
+    fs::write(
+        &path,
+        text.replace(
+            from,
+            "ObjectSkeletonConfigBuilder::new(super::object_bytes(&DATA))",
+        ),
+    )
+    .expect("writing the skeleton");
 }
 
 /// Reads `#define PREFIXname number` lines of a header into (number, name).

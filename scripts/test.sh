@@ -2,7 +2,7 @@
 # Sets up and runs the whole test suite (or the cargo test selection given
 # as arguments): unit tests, and integration tests that run the real binary
 # on the lab and fixture programs (as root; with KERNTAX_REQUIRE_BPF=1 a BPF
-# test that cannot attach fails, not skips).
+# test that cannot attach fails, not skips); then the kernel matrix.
 set -euo pipefail
 kerntax_self=$(realpath "$0")
 cd "$(dirname "$0")/.."
@@ -51,3 +51,11 @@ rm -f "$parca_log" "$parca_log.path"
 # must not see another test's kerntax.
 # Arguments go to cargo test (e.g. `--test real` runs one test binary).
 cargo test --release --quiet "$@" -- --test-threads=1
+# The kernel matrix (issue 35): the exact counts, the lab's stories and two
+# corpus programs inside Debian's 5.10, 6.1 and 6.12 kernels under qemu
+# (scripts/matrix.sh), after the suite, which ran on this machine's kernel.
+# The whole suite runs it; a selection (arguments) only with
+# KERNTAX_MATRIX=1, and KERNTAX_MATRIX=0 leaves it out.
+if [ "${KERNTAX_MATRIX:-$([ $# -eq 0 ] && echo 1 || echo 0)}" = 1 ]; then
+    scripts/matrix.sh
+fi

@@ -11,8 +11,10 @@ const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
-/// The oldest kernel with everything the BPF programs use (bpf_find_vma).
-const MIN_KERNEL: (u32, u32) = (5, 17);
+/// The oldest kernel with kerntax's core (collect/features.rs: BTF raw
+/// tracepoints, the BPF ring buffer, the task iterator); what came later
+/// degrades one feature at a time.
+const MIN_KERNEL: (u32, u32) = (5, 8);
 
 /// Where the kernel's BTF is read from: `KERNTAX_BTF` (e.g. a BTFHub file for
 /// a kernel built without CONFIG_DEBUG_INFO_BTF) or the kernel's own.
@@ -46,10 +48,9 @@ fn parse_release(release: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
-/// Whether the running kernel is at least `major.minor` (false when its
-/// release cannot be read).
-pub fn kernel_at_least(major: u32, minor: u32) -> bool {
-    parse_release(&kernel_release()).is_some_and(|v| v >= (major, minor))
+/// The running kernel's (major, minor), if its release reads as one.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    parse_release(&kernel_release())
 }
 
 pub fn kernel_release() -> String {
@@ -78,7 +79,7 @@ pub fn check() -> Result<(), Exit> {
         return Err(Exit::new(
             1,
             format!(
-                "kernel {release} is too old: kerntax needs Linux {}.{} or newer",
+                "kernel {release} is too old: kerntax needs Linux {}.{} or newer (BTF raw tracepoints, the BPF ring buffer and task iterator)",
                 MIN_KERNEL.0, MIN_KERNEL.1
             ),
         ));
@@ -105,6 +106,11 @@ pub fn check() -> Result<(), Exit> {
 
 /// Turns a failure to load or attach into advice, keeping libbpf's reason.
 pub fn explain_load_failure(err: anyhow::Error) -> anyhow::Error {
+    // Already said in words (collect: a verifier's rejection, a core the
+    // kernel lacks).
+    if err.downcast_ref::<Exit>().is_some() {
+        return err;
+    }
     let text = format!("{err:#}");
     let hint = if text.contains("Operation not permitted") || text.contains("EPERM") {
         "the kernel refused BPF (EPERM): kerntax needs CAP_BPF and CAP_PERFMON in the initial user namespace; \

@@ -33,41 +33,61 @@ struct kt_kstack {
 	__u64 ips[KT_KSTACK_DEPTH]; /* innermost first, zero after the last */
 };
 
+#define KT_KSTACKS 16384
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	/* Allocated as stacks arrive (6.1+ allows it in NMI context): a
-	 * preallocated 8 MiB of 512-byte keys cost ~25 ms at every start. */
+	__uint(max_entries, KT_KSTACKS);
+	/* Allocated as stacks arrive (6.1+ allows it in NMI context; user
+	 * space preallocates it before): a preallocated 8 MiB of 512-byte
+	 * keys cost ~25 ms at every start. */
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct kt_kstack);
 	__type(value, __s32);
 } kt_kstacks SEC(".maps");
 
+/* Per CPU: the scratch stack, and how many stacks this CPU has numbered. */
+struct kt_kstack_scratch {
+	struct kt_kstack k;
+	__u32 numbered;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct kt_kstack);
+	__type(value, struct kt_kstack_scratch);
 } kt_kstack_scratch SEC(".maps");
 
-__s32 kt_kstack_next_id;
+/* Possible CPUs (user space sets it): stack numbers are n * CPUs + cpu. */
+const volatile __u32 kt_cfg_ncpus = 1;
 
 /* The number of the kernel stack `ctx` stopped in; < 0 when lost (counted). */
 static __always_inline __s32 kstack_id(void *ctx)
 {
-	__u32 zero = 0;
-	struct kt_kstack *k = bpf_map_lookup_elem(&kt_kstack_scratch, &zero);
+	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
+	struct kt_kstack_scratch *sc = bpf_map_lookup_elem(&kt_kstack_scratch, &zero);
+	struct kt_kstack *k;
 	__s32 *known, id;
 
 	/* bpf_get_stack zeroes what it does not fill: equal stacks, equal keys. */
-	if (!k || bpf_get_stack(ctx, k->ips, sizeof(k->ips), 0) < 0)
+	if (!sc || bpf_get_stack(ctx, sc->k.ips, sizeof(sc->k.ips), 0) < 0)
 		goto lost;
+	k = &sc->k;
 	known = bpf_map_lookup_elem(&kt_kstacks, k);
 	if (known)
 		return *known;
-	id = __sync_fetch_and_add(&kt_kstack_next_id, 1);
-	if (bpf_map_update_elem(&kt_kstacks, k, &id, BPF_NOEXIST) == 0)
+	/* A number no other CPU gives, without an atomic add that returns
+	 * the old value (refused before 5.12): this CPU's count of stacks,
+	 * interleaved with the other CPUs'. A perf event's program does not
+	 * nest on its CPU. */
+	if (sc->numbered >= KT_KSTACKS || cpu >= kt_cfg_ncpus)
+		goto lost;
+	id = sc->numbered * kt_cfg_ncpus + cpu;
+	if (bpf_map_update_elem(&kt_kstacks, k, &id, BPF_NOEXIST) == 0) {
+		sc->numbered++;
 		return id;
+	}
 	/* Another CPU added it meanwhile, or the map is full. */
 	known = bpf_map_lookup_elem(&kt_kstacks, k);
 	if (known)
@@ -121,8 +141,7 @@ static __always_inline bool cas_before(__u64 ip)
 SEC("perf_event")
 int kt_cpu_sample(struct kt_perf_event_ctx *ctx)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct kt_task *t = bpf_task_storage_get(&kt_tasks, task, 0, 0);
+	struct kt_task *t = cur_state();
 	struct kt_stack_sample smp = { .weight = 1, .flags = KT_SAMPLE_CPU, .kstack_id = -1 };
 	__u64 ip = ctx->ip;
 
@@ -133,7 +152,7 @@ int kt_cpu_sample(struct kt_perf_event_ctx *ctx)
 		/* In the kernel: its stack here, the user registers saved at entry. */
 		smp.flags |= KT_SAMPLE_IN_KERNEL;
 		smp.kstack_id = kstack_id(ctx);
-		set_user_regs(&smp, (struct pt_regs *)bpf_task_pt_regs(task));
+		set_task_user_regs(&smp, cur_task());
 	} else {
 		smp.ip = ip;
 		smp.sp = ctx->sp;
@@ -145,7 +164,7 @@ int kt_cpu_sample(struct kt_perf_event_ctx *ctx)
 		if (bpf_probe_read_user(smp.extra, sizeof(smp.extra), (void *)(ip - KT_CODE_BEFORE)) == 0)
 			smp.flags |= KT_SAMPLE_CODE;
 	}
-	kt_sample_stack(&smp);
+	sample_stack(&smp);
 	return 0;
 }
 

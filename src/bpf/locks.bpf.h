@@ -62,47 +62,25 @@ static __always_inline bool is_lock_syscall(__u32 nr)
 	       nr == KT_NR_SEMTIMEDOP;
 }
 
-struct kt_shared_futex {
-	__u64 addr;
-	__u64 offset;
-	__u64 ino;
-	__u32 dev;
-	__u32 found;
-};
-
-static long shared_futex_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
-{
-	struct kt_shared_futex *s = data;
-	struct file *f = BPF_CORE_READ(vma, vm_file);
-
-	if (!f)
-		return 0;
-	s->offset = (vma->vm_pgoff << 12) + (s->addr - vma->vm_start);
-	s->ino = BPF_CORE_READ(f, f_inode, i_ino);
-	s->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
-	s->found = 1;
-	return 0;
-}
-
 /*
  * A futex word's identity: a shared futex is the same lock in every process
  * that maps its memory, so it is named by the file (shmem included) and
  * offset behind it, as the kernel's futex hash does.
  */
-static __always_inline void futex_key(struct kt_lock_key *k, struct task_struct *task, __u64 uaddr,
-				      bool shared)
+static __always_inline void futex_key(struct kt_lock_key *k, __u64 uaddr, bool shared)
 {
-	struct kt_shared_futex s = { .addr = uaddr };
+	struct kt_vma v;
+	struct file *f;
 
-	if (shared && bpf_find_vma(task, uaddr, shared_futex_cb, &s, 0) == 0 && s.found) {
+	if (shared && vma_of(uaddr, &v) && (f = v.file)) {
 		k->kind = KT_LOCK_SHARED;
-		k->addr = s.offset;
-		k->ino = s.ino;
-		k->dev = s.dev;
+		k->addr = (v.pgoff << 12) + (uaddr - v.start);
+		k->ino = BPF_CORE_READ(f, f_inode, i_ino);
+		k->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
 		return;
 	}
 	k->kind = KT_LOCK_PRIVATE;
-	k->pid = task->tgid;
+	k->pid = bpf_get_current_pid_tgid() >> 32;
 	k->addr = uaddr;
 }
 
@@ -149,7 +127,6 @@ struct kt_sembuf {
  */
 static __noinline __u32 lock_enter(struct pt_regs *regs, struct kt_task *t, __u32 nr)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct kt_lock_key *k = &t->lock;
 	__u32 op = KT_LOCK_OP_NONE;
 
@@ -158,14 +135,14 @@ static __noinline __u32 lock_enter(struct pt_regs *regs, struct kt_task *t, __u3
 		int fop = regs->si;
 
 		op = futex_op(fop & ~(KT_FUTEX_PRIVATE_FLAG | KT_FUTEX_CLOCK_REALTIME));
-		futex_key(k, task, regs->di, !(fop & KT_FUTEX_PRIVATE_FLAG));
+		futex_key(k, regs->di, !(fop & KT_FUTEX_PRIVATE_FLAG));
 	} else if (nr == KT_NR_FUTEX_WAITV) {
 		struct kt_futex_waitv w;
 
 		/* Attributed to the first futex waited on. */
 		if (bpf_probe_read_user(&w, sizeof(w), (void *)regs->di) == 0) {
 			op = KT_LOCK_OP_WAIT;
-			futex_key(k, task, w.uaddr, !(w.flags & KT_FUTEX2_PRIVATE));
+			futex_key(k, w.uaddr, !(w.flags & KT_FUTEX2_PRIVATE));
 		}
 	} else {
 		struct kt_sembuf sb;
@@ -178,19 +155,18 @@ static __noinline __u32 lock_enter(struct pt_regs *regs, struct kt_task *t, __u3
 		}
 	}
 	t->lock_op = op;
-	t->lock_switches = task->nvcsw;
+	t->lock_switches = CUR_FIELD(nvcsw);
 	return op;
 }
 
 static __always_inline struct kt_lock_stats *lock_stats(struct kt_lock_key *k)
 {
 	struct kt_lock_stats *s = bpf_map_lookup_elem(&kt_locks, k);
-	static const struct kt_lock_stats zero;
 
 	if (s)
 		return s;
 	/* A racing insert by another CPU is fine: each has its own copy. */
-	bpf_map_update_elem(&kt_locks, k, &zero, BPF_NOEXIST);
+	bpf_map_update_elem(&kt_locks, k, &kt_zero_lock_stats, BPF_NOEXIST);
 	s = bpf_map_lookup_elem(&kt_locks, k);
 	if (!s) {
 		count_loss(lock_map_full);
@@ -213,14 +189,13 @@ static __always_inline void count_waiter(struct kt_lock_key *k)
 
 /* At the exit: count the operation on its lock, and decide whether `smp`
  * samples it. Global, as kt_sample_stack, to be verified once. */
-__noinline int kt_lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
+KT_GLOBAL int kt_lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct kt_lock_sample ls = { .wait_ns = d_ns };
 	struct kt_lock_stats *s;
 	__s64 cpu_ns;
 	__u64 seen;
-	__u32 slot;
+	__u64 slot;
 
 	if (!t || !smp)
 		return 0;
@@ -234,7 +209,7 @@ __noinline int kt_lock_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_s
 	cpu_ns = (__s64)d_ns - (__s64)(t->off_cpu_ns - t->enter_off_cpu_ns);
 	if (cpu_ns > 0)
 		__sync_fetch_and_add(&s->cpu_ns, cpu_ns);
-	ls.blocked = task->nvcsw != t->lock_switches;
+	ls.blocked = CUR_FIELD(nvcsw) != t->lock_switches;
 	switch (ls.op) {
 	case KT_LOCK_OP_WAIT_PI:
 		__sync_fetch_and_add(&s->pi, 1);

@@ -60,14 +60,15 @@ static __always_inline bool exec_file_vma(struct vm_area_struct *vma)
  */
 __attribute__((noinline)) int kt_exec_file_map_in(__u64 start, __u64 end)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
 	int found = 0;
 
-	if (!bpf_iter_task_vma_new)
+	/* First: before 6.7 all that follows is dead code, its calls unknown
+	 * to the kernel (and before 5.11 bpf_get_current_task_btf too). */
+	if (!kt_cfg_vma_iter || !bpf_iter_task_vma_new)
 		return 0;
-	if (bpf_iter_task_vma_new(&it, task, start) != 0) {
+	if (bpf_iter_task_vma_new(&it, bpf_get_current_task_btf(), start) != 0) {
 		bpf_iter_task_vma_destroy(&it);
 		return -1;
 	}
@@ -126,7 +127,6 @@ static __always_inline void file_path_parts(struct kt_map_change_event *ev, __u6
  * filled in; None if the ring buffer is full (counted). */
 static __always_inline struct kt_map_change_event *map_change_event(__u64 start, __u64 end)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct kt_map_change_event *ev;
 
 	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
@@ -135,8 +135,8 @@ static __always_inline struct kt_map_change_event *map_change_event(__u64 start,
 		return 0;
 	}
 	ev->hdr.kind = KT_EV_MAP_CHANGE;
-	ev->hdr.pid = task->tgid;
-	ev->hdr.tid = task->pid;
+	ev->hdr.pid = bpf_get_current_pid_tgid() >> 32;
+	ev->hdr.tid = (__u32)bpf_get_current_pid_tgid();
 	ev->start = start;
 	ev->end = end;
 	ev->count = 0;
@@ -160,18 +160,17 @@ __attribute__((noinline)) int kt_send_map_gone(__u64 start, __u64 end)
  * process. */
 __attribute__((noinline)) int kt_send_map_change(__u64 start, __u64 end)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct kt_map_change_event *ev;
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
 	__u64 first_file = 0;
 
-	if (!bpf_iter_task_vma_new)
+	if (!kt_cfg_vma_iter || !bpf_iter_task_vma_new)
 		return 0;
 	ev = map_change_event(start, end);
 	if (!ev)
 		return 0;
-	if (bpf_iter_task_vma_new(&it, task, start) != 0) {
+	if (bpf_iter_task_vma_new(&it, bpf_get_current_task_btf(), start) != 0) {
 		ev->flags |= KT_CHANGE_UNREAD;
 	} else {
 		while ((vma = bpf_iter_task_vma_next(&it))) {

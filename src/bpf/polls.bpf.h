@@ -113,10 +113,9 @@ static __always_inline void epoll_ctl_exit(struct pt_regs *regs, long ret)
 
 /* At the exit: count the call, and decide whether `smp` samples it.
  * Global, as kt_sample_stack, to be verified once. */
-__noinline int kt_poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
+KT_GLOBAL int kt_poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_stack_sample *smp)
 {
 	struct kt_poll_key k = { .pid = bpf_get_current_pid_tgid() >> 32 };
-	static const struct kt_poll_stats zero;
 	struct kt_poll_stats *s;
 	__u32 fds, ready = ret > 0 ? ret : 0;
 	__s64 cpu_ns;
@@ -128,7 +127,7 @@ __noinline int kt_poll_exit(struct kt_task *t, long ret, __u64 d_ns, struct kt_s
 	cpu_ns = (__s64)d_ns - (__s64)(t->off_cpu_ns - t->enter_off_cpu_ns);
 	fds = t->poll_fds;
 	if (!s) {
-		bpf_map_update_elem(&kt_polls, &k, &zero, BPF_NOEXIST);
+		bpf_map_update_elem(&kt_polls, &k, &kt_zero_poll_stats, BPF_NOEXIST);
 		s = bpf_map_lookup_elem(&kt_polls, &k);
 		if (!s) {
 			count_loss(poll_map_full);

@@ -40,38 +40,63 @@ static __always_inline __u64 rb_field(__u8 *cfp, __u32 off)
 	return *(__u64 *)(cfp + off);
 }
 
+/* One control frame into records[i], as py_step: 0 to go on, 1 at the
+ * stack's end, -1 when a read failed; `*cfp` moves to the caller's. */
+static __always_inline int rb_step(struct kt_rb_proc *p, struct kt_rb_frame *records, int i,
+				   __u8 *cfp_buf, __u64 *cfp, __u64 end)
+{
+	struct kt_rb_frame *f;
+	__u64 pc, iseq, ep, flags = 0;
+
+	if (*cfp >= end || i < 0 || i >= KT_RB_FRAMES)
+		return 1;
+	f = &records[i];
+	if (bpf_probe_read_user(cfp_buf, KT_RB_CFP_READ, (void *)*cfp) != 0)
+		return -1;
+	pc = rb_field(cfp_buf, p->cfp_pc);
+	iseq = rb_field(cfp_buf, p->cfp_iseq);
+	ep = rb_field(cfp_buf, p->cfp_ep);
+	/* A C method's frame (no pc) is recorded empty: a record per
+	 * control frame keeps the walk straight for the verifier. */
+	if (pc && iseq && ep && bpf_probe_read_user(&flags, sizeof(flags), (void *)ep) != 0)
+		return -1;
+	f->iseq = pc ? iseq : 0;
+	f->pc_lo = (__u32)pc;
+	f->flags = (__u32)flags;
+	*cfp += p->cfp_size;
+	return 0;
+}
+
 /*
  * Walks the current thread's Ruby frames into `frames` (KT_RB_FRAMES
- * records of 16 bytes), setting s->py_frames and s->py_flags; 0 for a
+ * records of 16 bytes), setting s->frames and s->flags; 0 for a
  * process not registered.
  */
-static __always_inline int rb_walk(struct kt_stack_sample *s, void *frames, __u8 *cfp_buf)
+static __always_inline int rb_walk(struct kt_interp *s, void *frames, __u8 *cfp_buf)
 {
-	__u32 tgid = s->hdr.pid;
+	__u32 tgid = s->tgid;
 	struct kt_rb_proc *p = bpf_map_lookup_elem(&kt_rb_procs, &tgid);
-	struct task_struct *task;
 	__u64 tp, dtv = 0, block = 0, ec = 0, head[4] = {}, stack, end, cfp;
 	__u32 n = 0;
-	int i;
+	int i, r = 0;
 
 	if (!p)
 		return 0;
-	s->py_flags = KT_PY_WALKED | KT_PY_RUBY;
-	task = bpf_get_current_task_btf();
-	tp = BPF_CORE_READ(task, thread.fsbase);
+	s->flags = KT_PY_WALKED | KT_PY_RUBY;
+	tp = BPF_CORE_READ(cur_task(), thread.fsbase);
 	if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(tp + KT_RB_TCB_DTV)) != 0 || !dtv ||
 	    bpf_probe_read_user(&block, sizeof(block),
 				(void *)(dtv + p->tls_module * KT_RB_DTV_ENTRY)) != 0)
 		goto fault;
 	/* A thread that never touched libruby's thread-locals: no block. */
 	if (!block || block == (__u64)-1) {
-		s->py_flags |= KT_PY_NO_THREAD;
+		s->flags |= KT_PY_NO_THREAD;
 		return 1;
 	}
 	if (bpf_probe_read_user(&ec, sizeof(ec), (void *)(block + p->tls_offset)) != 0)
 		goto fault;
 	if (!ec) {
-		s->py_flags |= KT_PY_NO_THREAD;
+		s->flags |= KT_PY_NO_THREAD;
 		return 1;
 	}
 	if (p->ec_vm_stack > 16 || p->ec_vm_stack_size > 16 || p->ec_cfp > 16 ||
@@ -82,36 +107,31 @@ static __always_inline int rb_walk(struct kt_stack_sample *s, void *frames, __u8
 	cfp = head[p->ec_cfp / 8 & 3];
 	if (cfp < stack || cfp > end || !p->cfp_size)
 		goto fault;
-	/* An open-coded iterator, as py_walk's. */
-	bpf_for(i, 0, KT_RB_FRAMES) {
-		struct kt_rb_frame *f = (struct kt_rb_frame *)frames + i;
-		__u64 pc, iseq, ep, flags = 0;
-
-		if (cfp >= end)
-			break;
-		if (bpf_probe_read_user(cfp_buf, KT_RB_CFP_READ, (void *)cfp) != 0)
-			goto fault;
-		pc = rb_field(cfp_buf, p->cfp_pc);
-		iseq = rb_field(cfp_buf, p->cfp_iseq);
-		ep = rb_field(cfp_buf, p->cfp_ep);
-		/* A C method's frame (no pc) is recorded empty: a record per
-		 * control frame keeps the walk straight for the verifier. */
-		if (pc && iseq && ep &&
-		    bpf_probe_read_user(&flags, sizeof(flags), (void *)ep) != 0)
-			goto fault;
-		f->iseq = pc ? iseq : 0;
-		f->pc_lo = (__u32)pc;
-		f->flags = (__u32)flags;
-		n = i + 1;
-		cfp += p->cfp_size;
+	/* An open-coded iterator where the kernel has them, as py_walk's. */
+	if (kt_cfg_open_iter && bpf_iter_num_new) {
+		bpf_for(i, 0, KT_RB_FRAMES) {
+			r = rb_step(p, frames, i, cfp_buf, &cfp, end);
+			if (r)
+				break;
+			n = i + 1;
+		}
+	} else {
+		for (i = 0; i < KT_RB_FRAMES; i++) {
+			r = rb_step(p, frames, i, cfp_buf, &cfp, end);
+			if (r)
+				break;
+			n = i + 1;
+		}
 	}
+	if (r < 0)
+		goto fault;
 	if (cfp < end)
-		s->py_flags |= KT_PY_TRUNCATED;
-	s->py_frames = n;
+		s->flags |= KT_PY_TRUNCATED;
+	s->frames = n;
 	return 1;
 fault:
-	s->py_flags |= KT_PY_FAULT;
-	s->py_frames = n;
+	s->flags |= KT_PY_FAULT;
+	s->frames = n;
 	return 1;
 }
 

@@ -192,18 +192,19 @@ static __noinline void switched_in(struct kt_task *t, struct task_struct *next, 
 	t->woken_ns = 0;
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+#define KT_TASK_DEAD 0x80
+
+static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+				     unsigned int prev_state)
 {
-	struct kt_task *tp = bpf_task_storage_get(&kt_tasks, prev, 0, 0), *t;
+	struct kt_task *tp = task_state(prev), *t;
 	__u64 now = 0;
 
 	if (tp) {
 		now = bpf_ktime_get_ns();
 		switched_out(tp, prev, now, prev_state);
 	}
-	t = bpf_task_storage_get(&kt_tasks, next, 0, 0);
+	t = task_state(next);
 	if (t && t->off_since_ns) {
 		if (!now)
 			now = bpf_ktime_get_ns();
@@ -221,7 +222,31 @@ int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_stru
 			trace_switch(preempt, prev, next, prev_state, tp, sides & 2,
 				     now ? now : bpf_ktime_get_ns());
 	}
+	/* A dead thread's last switch-out (compat.bpf.h). */
+	if (tp && !kt_cfg_task_storage && (prev_state & KT_TASK_DEAD))
+		task_state_delete(prev);
 	return 0;
+}
+
+/* Linux 5.18+: the state the thread left the CPU in is an argument. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(kt_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	return on_switch(preempt, prev, next, prev_state);
+}
+
+/*
+ * Before 5.18 (loaded instead of kt_switch there): read from the thread,
+ * which still has it at this point but for one case: a thread that went to
+ * sleep with a signal pending is set running again before the switch, so
+ * it reads as preempted (it stays runnable: its time off the CPU is run
+ * queue time either way), where 5.18+ passes the state it slept in.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(kt_switch_legacy, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next, task_run_state(prev));
 }
 
 /* Samples the stack of a tracked waker inside a syscall, per CPU: every
@@ -249,8 +274,8 @@ static __noinline void sample_waker(struct task_struct *cur, struct kt_wakeup_ke
 	smp.waker.flags = (ran_log2 & 0xff) << KT_WAKER_RAN_SHIFT;
 	sm->wake_gap = next_gap(sm->wakes_seen);
 	sm->wake_countdown = sm->wake_gap;
-	set_user_regs(&smp, (struct pt_regs *)bpf_task_pt_regs(cur));
-	kt_sample_stack(&smp);
+	set_task_user_regs(&smp, cur);
+	sample_stack(&smp);
 }
 
 /*
@@ -325,7 +350,7 @@ static __always_inline bool in_timer(__u64 now)
 SEC("tp_btf/sched_waking")
 int BPF_PROG(kt_waking, struct task_struct *p)
 {
-	struct kt_task *t = bpf_task_storage_get(&kt_tasks, p, 0, 0), *wt;
+	struct kt_task *t = task_state(p), *wt;
 	struct task_struct *cur;
 	struct kt_wakeup_key *w;
 	__u64 pid_tgid, now;
@@ -351,7 +376,7 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 		t->woken_ns = now;
 	else
 		t->early_wake_ns = now;
-	cur = bpf_get_current_task_btf();
+	cur = cur_task();
 	pid_tgid = bpf_get_current_pid_tgid();
 	w = &t->waker;
 	w->waker_pid = pid_tgid >> 32;
@@ -366,11 +391,14 @@ int BPF_PROG(kt_waking, struct task_struct *p)
 		__builtin_memcpy(w->waker_comm, "[timer]", 8);
 		return 0;
 	}
-	w->waker_flags = (cur->flags & KT_PF_KTHREAD) || !w->waker_tid ? KT_WAKER_KTHREAD : 0;
+	w->waker_flags = (CUR_FIELD(flags) & KT_PF_KTHREAD) || !w->waker_tid ? KT_WAKER_KTHREAD : 0;
 	/* Two loads from the task: bpf_get_current_comm cost ~130 ns a wake-up
 	 * here (bench/costs-style A/B on the pipe ping-pong). */
-	__builtin_memcpy(w->waker_comm, cur->comm, sizeof(w->waker_comm));
-	wt = bpf_task_storage_get(&kt_tasks, cur, 0, 0);
+	if (kt_cfg_current_btf)
+		__builtin_memcpy(w->waker_comm, bpf_get_current_task_btf()->comm, sizeof(w->waker_comm));
+	else
+		BPF_CORE_READ_INTO(&w->waker_comm, cur, comm);
+	wt = cur_state();
 	if (!wt)
 		return 0;
 	w->waker_flags |= KT_WAKER_TRACKED;

@@ -16,6 +16,10 @@
 #include "python.h"
 #include "trace.h"
 
+/* Threads followed at once where per-thread state is a hash map (kernels
+ * without BPF task storage, before 5.11): a thread past it is counted in
+ * task_storage_failed. */
+#define KT_MAX_THREADS 32768
 /* Syscall numbers above this are counted as loss (x86_64 has ~470). */
 #define KT_MAX_SYSCALLS 512
 /* Latency histogram: slot i holds calls with 2^i <= ns < 2^(i+1); slot 0 also 0 ns. */
@@ -235,12 +239,17 @@ struct kt_sampler {
 #define KT_OFF_SAMPLE_NS 4000000ULL
 
 /* The record: the sample, then stack_len bytes of stack. Where the kernel
- * can copy user memory into a ring buffer record of any size (Linux 6.13+,
+ * can copy user memory into a ring buffer record of any size (Linux 6.16+,
  * bpf_probe_read_user_dynptr) the record is cut to what was copied, and
- * py_frames Python frames' records (struct kt_py_frame) come between the
- * sample and the stack; this fixed-size form carries none. */
+ * py_frames interpreter frames' records (struct kt_py_frame) come between
+ * the sample and the stack. Elsewhere it is this fixed-size form: the
+ * sample, room for every frame record (py_frames of them used), the stack.
+ * User space tells the two apart by length: a record cut to size is never
+ * longer than this, and as long only when both are full, where the two
+ * layouts are the same. */
 struct kt_stack_event {
 	struct kt_stack_sample s;
+	struct kt_py_frame frames[KT_PY_FRAMES];
 	__u8 stack[KT_STACK_BYTES];
 };
 

@@ -58,6 +58,23 @@ static __always_inline void trace_task(struct task_struct *p, __u32 *pid, __u32 
 	__builtin_memcpy(comm, p->comm, 16);
 }
 
+/* The current task, read as trace_task reads a task (with probe reads
+ * where its pointer is a plain one: before 5.11, compat.bpf.h). */
+static __always_inline void trace_current(__u32 *pid, __u32 *tid, __s32 *prio, char *comm)
+{
+	struct task_struct *p;
+
+	if (kt_cfg_current_btf) {
+		trace_task(bpf_get_current_task_btf(), pid, tid, prio, comm);
+		return;
+	}
+	p = cur_task();
+	*pid = BPF_CORE_READ(p, tgid);
+	*tid = BPF_CORE_READ(p, pid);
+	*prio = BPF_CORE_READ(p, prio);
+	BPF_CORE_READ_STR_INTO(comm, p, comm);
+}
+
 /*
  * A switch with a target thread on either side; `tp` is prev's storage
  * (NULL: not a target thread), read after switched_out set its reason.
@@ -93,7 +110,6 @@ static __always_inline void trace_switch(bool preempt, struct task_struct *prev,
 /* A target thread being woken; the waker is the task running now. */
 static __always_inline void trace_waking(struct task_struct *p, __u64 now, bool timer)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
 	struct kt_trace_record *r = trace_reserve(KT_TR_WAKING, now);
 
 	if (!r || !p) {
@@ -102,16 +118,16 @@ static __always_inline void trace_waking(struct task_struct *p, __u64 now, bool 
 		return;
 	}
 	trace_task(p, &r->pid, &r->tid, &r->prio, r->comm);
-	trace_task(cur, &r->pid2, &r->tid2, &r->prio2, r->comm2);
+	trace_current(&r->pid2, &r->tid2, &r->prio2, r->comm2);
 	r->target_cpu = p->wake_cpu;
 	r->flags = (timer ? KT_TR_IN_TIMER : 0) |
-		   (bpf_task_storage_get(&kt_tasks, cur, 0, 0) ? KT_TR_WAKER_TRACKED : 0);
+		   (cur_state() ? KT_TR_WAKER_TRACKED : 0);
 	trace_submit(r);
 }
 
 /* A new thread or process of the target (its fork), an exit, or a new
- * task's first wake-up: the task and, for a fork or a wake-up, the task
- * running (the parent). */
+ * task's first wake-up: the task and, for a fork, its parent, for a
+ * wake-up the task running (`parent` NULL). */
 static __always_inline void trace_life(__u32 kind, struct task_struct *p, struct task_struct *parent)
 {
 	struct kt_trace_record *r = trace_reserve(kind, bpf_ktime_get_ns());
@@ -121,6 +137,8 @@ static __always_inline void trace_life(__u32 kind, struct task_struct *p, struct
 	trace_task(p, &r->pid, &r->tid, &r->prio, r->comm);
 	if (parent)
 		trace_task(parent, &r->pid2, &r->tid2, &r->prio2, r->comm2);
+	else if (kind == KT_TR_WAKEUP_NEW)
+		trace_current(&r->pid2, &r->tid2, &r->prio2, r->comm2);
 	r->target_cpu = p->wake_cpu;
 	trace_submit(r);
 }
@@ -129,8 +147,8 @@ static __always_inline void trace_life(__u32 kind, struct task_struct *p, struct
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(kt_trace_wakeup_new, struct task_struct *p)
 {
-	if (kt_cfg_trace && bpf_task_storage_get(&kt_tasks, p, 0, 0))
-		trace_life(KT_TR_WAKEUP_NEW, p, bpf_get_current_task_btf());
+	if (kt_cfg_trace && task_state(p))
+		trace_life(KT_TR_WAKEUP_NEW, p, 0);
 	return 0;
 }
 

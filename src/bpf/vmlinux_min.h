@@ -33,6 +33,7 @@ typedef _Bool bool;
 #define false 0
 
 enum bpf_map_type {
+	BPF_MAP_TYPE_UNSPEC = 0,
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_HASH = 5,
@@ -73,6 +74,8 @@ struct thread_struct {
 };
 
 struct task_struct {
+	unsigned int __state; /* 5.14+ (before: long state, compat.bpf.h) */
+	void *stack;
 	unsigned int flags;
 	struct mm_struct *mm;
 	struct signal_struct *signal;

@@ -15,6 +15,29 @@
 mod skel {
     pub mod syscalls {
         include!(concat!(env!("OUT_DIR"), "/syscalls.skel.rs"));
+
+        /// The object for kernels whose verifier refuses pointer arguments
+        /// to global functions or knows no callbacks: the same source, those
+        /// functions static and the callback left out (build.rs checks that
+        /// both have the same maps, programs and data).
+        static OLD_VERIFIER: &[u8] =
+            include_bytes!(concat!(env!("OUT_DIR"), "/syscalls_old.bpf.o"));
+
+        /// Which object the skeleton opens (set by `use_old_verifier_object`).
+        static USE_OLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+        pub fn use_old_verifier_object(on: bool) {
+            USE_OLD.store(on, std::sync::atomic::Ordering::Relaxed);
+        }
+
+        /// The skeleton's object bytes (build.rs points it here).
+        fn object_bytes(main: &'static [u8]) -> &'static [u8] {
+            if USE_OLD.load(std::sync::atomic::Ordering::Relaxed) {
+                OLD_VERIFIER
+            } else {
+                main
+            }
+        }
     }
     pub mod floor {
         include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));

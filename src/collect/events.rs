@@ -256,11 +256,20 @@ impl Event {
                 // The sample, then as many stack bytes as were copied.
                 let head = size_of::<types::kt_stack_sample>();
                 let ev: &types::kt_stack_sample = plain::from_bytes(data.get(..head)?).ok()?;
-                // Then the Python frames' records, then the stack.
+                // Then the interpreter frames' records, then the stack: right
+                // after them in a record cut to size, at their fixed places in
+                // the fixed-size record (kernels before 6.16, syscalls.h).
                 let py_bytes = usize::from(ev.py_frames) * size_of::<types::kt_py_frame>();
-                let py = data.get(head..head + py_bytes)?;
-                let head = head + py_bytes;
-                let stack = data.get(head..head + ev.stack_len as usize)?;
+                let (frames_at, stack_at) = if data.len() == size_of::<types::kt_stack_event>() {
+                    (
+                        std::mem::offset_of!(types::kt_stack_event, frames),
+                        std::mem::offset_of!(types::kt_stack_event, stack),
+                    )
+                } else {
+                    (head, head + py_bytes)
+                };
+                let py = data.get(frames_at..frames_at + py_bytes)?;
+                let stack = data.get(stack_at..stack_at + ev.stack_len as usize)?;
                 Some(Event::Stack(Box::new(StackSample {
                     pid: ev.hdr.pid,
                     tid: ev.hdr.tid,
@@ -415,16 +424,19 @@ mod tests {
         ev.s.stack_len = 3;
         ev.stack[..4].copy_from_slice(&[1, 2, 3, 4]);
         let words = record(&*ev);
-        // A record cut to the bytes copied decodes like a full-size one.
-        let cut = size_of::<types::kt_stack_sample>() + 3;
-        for len in [cut, size_of::<types::kt_stack_event>()] {
-            match Event::decode(view(&words, len)) {
+        // A record cut to the bytes copied (the stack right after the
+        // sample) decodes like a full-size one (the stack at its place).
+        let head = size_of::<types::kt_stack_sample>();
+        let mut cut = view(&words, head).to_vec();
+        cut.extend([1, 2, 3]);
+        for data in [&cut[..], view(&words, size_of::<types::kt_stack_event>())] {
+            match Event::decode(data) {
                 Some(Event::Stack(s)) => assert_eq!(s.stack, vec![1, 2, 3]),
                 other => panic!("unexpected {other:?}"),
             }
         }
         assert!(
-            Event::decode(view(&words, cut - 1)).is_none(),
+            Event::decode(&cut[..cut.len() - 1]).is_none(),
             "stack_len beyond the record"
         );
         match Event::decode(view(&words, size_of::<types::kt_stack_event>())) {
@@ -434,6 +446,31 @@ mod tests {
                     (10, 11, 14, 64, 0x7ffd_0000)
                 );
                 assert_eq!(s.stack, vec![1, 2, 3]);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Issue 35: where records cannot be cut to size (before 6.16) the
+    /// interpreter's frames and the stack sit at their fixed places.
+    #[test]
+    fn a_fixed_size_record_has_its_frames_and_stack_at_their_places() {
+        let mut ev = Box::<types::kt_stack_event>::default();
+        ev.s.hdr.kind = KT_EV_STACK;
+        ev.s.stack_len = 2;
+        ev.s.py_frames = 2;
+        ev.s.py_flags = KT_PY_WALKED as u16;
+        ev.frames[0].code = 0x7f00_1000;
+        ev.frames[1].code = 0x7f00_2000;
+        ev.frames[1].lasti = 7;
+        ev.stack[..2].copy_from_slice(&[9, 8]);
+        let words = record(&*ev);
+        match Event::decode(view(&words, size_of::<types::kt_stack_event>())) {
+            Some(Event::Stack(s)) => {
+                assert_eq!(s.stack, vec![9, 8]);
+                let py = s.python.unwrap();
+                assert_eq!(py.frames.len(), 2);
+                assert_eq!((py.frames[1].code, py.frames[1].lasti), (0x7f00_2000, 7));
             }
             other => panic!("unexpected {other:?}"),
         }

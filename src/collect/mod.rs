@@ -10,6 +10,9 @@ mod counters;
 pub mod cpu;
 pub mod events;
 pub mod evict;
+pub mod features;
+mod kernel_btf;
+mod libbpf_log;
 pub mod trace;
 
 use std::cell::RefCell;
@@ -64,6 +67,8 @@ pub struct Collector<'obj> {
     trace: TraceQueue,
     /// Records the ring buffer callbacks could not decode.
     pub undecodable_events: Rc<RefCell<u64>>,
+    /// What the kernel offered the programs (collect/features.rs).
+    pub features: features::KernelFeatures,
 }
 
 impl<'obj> Collector<'obj> {
@@ -78,10 +83,23 @@ impl<'obj> Collector<'obj> {
         cpu_hz: u64,
         trace: bool,
     ) -> Result<Self> {
+        use features::Facility::*;
         let debug = std::env::var_os("KERNTAX_DEBUG").is_some();
-        libbpf_rs::set_print(
-            debug.then_some((libbpf_rs::PrintLevel::Debug, print_libbpf as fn(_, _))),
-        );
+        libbpf_log::capture();
+        let features = features::probe(
+            &crate::preflight::btf_path(),
+            crate::preflight::kernel_version().unwrap_or((0, 0)),
+        )
+        .map_err(|why| anyhow::Error::new(crate::error::Exit::new(1, why)))?;
+        if debug {
+            for gap in features.gaps() {
+                eprintln!(
+                    "kerntax: debug: kernel lacks {} ({}, Linux {}): {}",
+                    gap.facility, gap.what, gap.since, gap.copes
+                );
+            }
+        }
+        bpf::use_old_verifier_object(!features.has(GlobalFuncPointers) || !features.has(Callbacks));
         let builder = bpf::SyscallsSkelBuilder::default();
         let mut open = match std::env::var_os("KERNTAX_BTF") {
             // CO-RE against a BTF file instead of the kernel's own.
@@ -102,14 +120,65 @@ impl<'obj> Collector<'obj> {
         // The snapshot iterator is attached on demand, once per snapshot.
         open.progs.kt_snapshot.set_autoattach(false);
         open.progs.kt_cpu_sample.set_autoattach(false);
+        // One sched_switch program: with prev_state (5.18+) or reading it.
+        let legacy_switch = !features.has(SwitchPrevState);
+        open.progs.kt_switch.set_autoload(!legacy_switch);
+        open.progs.kt_switch_legacy.set_autoload(legacy_switch);
         // A tp_btf program on a tracepoint the kernel lacks fails the whole
-        // load: sched_prepare_exec came in Linux 6.10.
-        if !crate::preflight::kernel_at_least(6, 10) {
+        // load (sched_prepare_exec: 6.10); without the VMA iterator it
+        // would send nothing.
+        if !features.has(PrepareExec) {
             open.progs.kt_prepare_exec.set_autoload(false);
+        }
+        // Per-thread state: task storage, or a hash map where there is none.
+        if features.has(TaskStorage) {
+            open.maps.kt_task_map.set_autocreate(false)?;
+        } else {
+            open.maps.kt_tasks.set_autocreate(false)?;
+        }
+        // Before 6.1 a perf event's program may not use a map allocated as
+        // it goes, and an allocation inside the scheduler's hooks can
+        // deadlock: those maps are preallocated there.
+        if !features.has(MemAlloc) {
+            for map in [
+                &mut open.maps.kt_kstacks,
+                &mut open.maps.kt_task_map,
+                &mut open.maps.kt_offcpu,
+                &mut open.maps.kt_wakeups,
+            ] {
+                map.set_map_flags(0).context("preallocating a map")?;
+            }
+        }
+        // KERNTAX_DEBUG: the verifier's statistics for every program (the
+        // instructions it processed, which kernels before 5.16 state only
+        // there).
+        if debug {
+            for mut prog in open.open_object_mut().progs_mut() {
+                prog.set_log_level(4);
+            }
+        }
+        // KERNTAX_DEBUG_PROGS=name,name: load only those programs (and the
+        // snapshot iterator), to find which one a kernel cannot verify.
+        if let Ok(only) = std::env::var("KERNTAX_DEBUG_PROGS") {
+            let keep: Vec<&str> = only.split(',').chain(["kt_snapshot"]).collect();
+            for mut prog in open.open_object_mut().progs_mut() {
+                if !keep.contains(&prog.name().to_string_lossy().as_ref()) {
+                    prog.set_autoload(false);
+                }
+            }
         }
         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
             rodata.kt_self_tgid = std::process::id();
             rodata.kt_cfg_trace = u32::from(trace);
+            rodata.kt_cfg_ncpus =
+                libbpf_rs::num_possible_cpus().context("counting the possible CPUs")? as u32;
+            rodata.kt_cfg_task_storage = u32::from(features.has(TaskStorage));
+            rodata.kt_cfg_current_btf = u32::from(features.has(CurrentTaskBtf));
+            rodata.kt_cfg_find_vma = u32::from(features.has(FindVma));
+            rodata.kt_cfg_task_pt_regs = u32::from(features.has(TaskPtRegs));
+            rodata.kt_cfg_open_iter = u32::from(features.has(OpenIterators));
+            rodata.kt_cfg_vma_iter = u32::from(features.has(VmaIterator));
+            rodata.kt_cfg_sized_records = u32::from(features.has(SizedRecords));
         }
         // Without --perfetto its ring stays one page and the new-task
         // wake-up hook unattached: the default mode pays nothing for it.
@@ -121,9 +190,19 @@ impl<'obj> Collector<'obj> {
         } else {
             open.progs.kt_trace_wakeup_new.set_autoattach(false);
         }
-        let mut skel = open
-            .load()
-            .context("loading the BPF programs into the kernel")?;
+        let mut skel = open.load().map_err(|e| match libbpf_log::rejected() {
+            Some((prog, said)) => anyhow::Error::new(crate::error::Exit::new(
+                1,
+                format!(
+                    "the kernel's verifier rejected kerntax's BPF program {prog} (kernel {}){}{} \
+                         (KERNTAX_DEBUG=1 shows libbpf's whole log)",
+                    crate::preflight::kernel_release(),
+                    if said.is_empty() { "" } else { ": " },
+                    said.join(" / ")
+                ),
+            )),
+            None => anyhow::Error::new(e).context("loading the BPF programs into the kernel"),
+        })?;
         if debug {
             print_verified(&skel);
         }
@@ -168,6 +247,7 @@ impl<'obj> Collector<'obj> {
             queue,
             trace: trace_queue,
             undecodable_events,
+            features,
         })
     }
 
@@ -412,10 +492,6 @@ impl<'obj> Collector<'obj> {
     }
 }
 
-fn print_libbpf(_level: libbpf_rs::PrintLevel, msg: String) {
-    eprint!("libbpf: {msg}");
-}
-
 fn read_u64(bytes: &[u8]) -> u64 {
     let mut v = 0u64;
     plain::copy_from_bytes(&mut v, bytes).expect("u64 value");
@@ -471,11 +547,14 @@ fn print_verified(skel: &bpf::SyscallsSkel<'_>) {
     use std::os::fd::AsFd;
     for prog in skel.object().progs() {
         if let Some(info) = prog_info(prog.as_fd()) {
+            let name = prog.name().to_string_lossy();
+            let verified = match info.verified_insns {
+                0 => libbpf_log::processed_insns(&name).unwrap_or(0),
+                n => u64::from(n),
+            };
             eprintln!(
-                "kerntax: debug: {}: {} instructions, {} verified",
-                prog.name().to_string_lossy(),
+                "kerntax: debug: {name}: {} instructions, {verified} verified",
                 info.xlated_prog_len / 8,
-                info.verified_insns
             );
         }
     }

@@ -34,21 +34,36 @@ pub const MAX_BYTES_PER_CALL: f64 = 64.0;
 /// Calls of one syscall as a share of all calls, for data calls (reads and
 /// writes come in pairs, so each is at most half).
 pub const MIN_DATA_CALL_SHARE: f64 = 0.3;
-/// For data calls: the active threads' CPU time over their wall time.
+/// For data calls: the CPU time of the threads that make the calls over
+/// their wall time.
 pub const MIN_BUSY_SHARE: f64 = 0.5;
-/// A thread is active with at least this share of the run on CPU.
+/// A thread makes the calls with at least this share of the run's.
+pub const MIN_CALLER_SHARE: f64 = 0.01;
+/// In reports without threads' syscall counts (older than `kerntax top`):
+/// a thread is active with at least this share of the run on CPU.
 const ACTIVE_SHARE: f64 = 0.01;
 
-/// CPU time of the threads that ran over their time in the run.
+/// CPU time of the threads that make the calls over their time in the
+/// run. A parent that only waits for them (the shell of `sh -c 'dd ...'`)
+/// is none of them, however long its start-up took: counted by its CPU
+/// time, a shell's start-up (1% of a short run, more under emulation)
+/// halved the busy share of dd's one thread.
 fn busy_share(r: &Report) -> f64 {
     let wall = wall_ns(r);
-    let active: Vec<f64> = r
+    let counted = r.threads.iter().any(|t| t.syscalls > 0);
+    let callers: Vec<f64> = r
         .threads
         .iter()
+        .filter(|t| {
+            if counted {
+                t.syscalls as f64 >= r.summary.syscalls as f64 * MIN_CALLER_SHARE
+            } else {
+                (t.user_ns + t.sys_ns) as f64 >= wall * ACTIVE_SHARE
+            }
+        })
         .map(|t| (t.user_ns + t.sys_ns) as f64)
-        .filter(|&c| c >= wall * ACTIVE_SHARE)
         .collect();
-    ratio(active.iter().sum(), wall * active.len() as f64)
+    ratio(callers.iter().sum(), wall * callers.len() as f64)
 }
 
 /// Calls whose rate is work or waiting, judged by other rules.

@@ -825,6 +825,24 @@ fn syscall_storm_thresholds() {
         rule,
         &writes_busy(small, data, MIN_BUSY_SHARE * DOWN)
     ));
+    // Issue 35: the threads that make the calls are the ones whose
+    // business counts: a shell that waits for dd, with a start-up of 2%
+    // of the run on CPU, is not one of them, unless it makes its share of
+    // the calls.
+    let with_shell = |shell_calls_share: f64| {
+        let mut r = writes_busy(small, data, 0.9);
+        let total = r.summary.syscalls;
+        r.threads[0].syscalls = total;
+        let mut shell = r.threads[0].clone();
+        shell.tid += 1;
+        shell.comm = "sh".into();
+        shell.user_ns = (0.02 * WALL as f64) as u64;
+        shell.syscalls = (shell_calls_share * total as f64) as u64;
+        r.threads.push(shell);
+        r
+    };
+    assert!(fired(rule, &with_shell(MIN_CALLER_SHARE * DOWN)));
+    assert!(!fired(rule, &with_shell(MIN_CALLER_SHARE * UP)));
     let tiny = &check(&writes(1.0, 0.5))[0];
     assert!(
         tiny.title.contains("asks for 1.0 bytes per call"),

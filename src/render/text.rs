@@ -276,6 +276,29 @@ fn footer(r: &Report, out: &mut String) {
             .collect();
         let _ = writeln!(out, "loss: {}", list.join(", "));
     }
+    kernel_lacks(r, out);
+}
+
+/// What this kernel lacks that costs the user something, once
+/// (collect/features.rs; the JSON report lists every facility missing).
+fn kernel_lacks(r: &Report, out: &mut String) {
+    let costly: Vec<_> = r
+        .profiler
+        .kernel_lacks
+        .iter()
+        .filter(|g| !g.costs.is_empty())
+        .collect();
+    if costly.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "kernel {} lacks what newer kernels give kerntax:",
+        r.profiler.kernel
+    );
+    for g in costly {
+        let _ = writeln!(out, "  {} (Linux {}+): {}", g.what, g.since, g.costs);
+    }
 }
 
 pub fn render(r: &Report, color: bool) -> String {
@@ -367,6 +390,30 @@ mod tests {
     fn golden_report() {
         let text = render(&build(sample_inputs()), false);
         crate::render::assert_golden("report.txt", &text);
+    }
+
+    /// Issue 35: what an older kernel costs is said once, at the end; a
+    /// facility whose absence costs nothing visible is left to the JSON.
+    #[test]
+    fn a_kernels_costly_gaps_are_said_once() {
+        let mut r = build(sample_inputs());
+        r.profiler.kernel = "5.10.0-46-amd64".into();
+        r.profiler.kernel_lacks = crate::collect::features::KernelFeatures::all()
+            .without("task_storage,find_vma")
+            .unwrap()
+            .gaps();
+        let text = render(&r, false);
+        assert_eq!(
+            text.matches("lacks what newer kernels give").count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains("kernel 5.10.0-46-amd64 lacks what newer kernels give kerntax:\n  BPF task storage (Linux 5.11+): at most 32,768 threads"),
+            "{text}"
+        );
+        assert!(!text.contains("bpf_find_vma"), "{text}");
+        assert!(!render(&build(sample_inputs()), false).contains("lacks what"));
     }
 
     #[test]

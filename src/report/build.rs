@@ -440,6 +440,7 @@ pub(crate) mod tests {
                 attach_ns: 1,
                 peak_rss_bytes: 2,
                 kernel: "k".into(),
+                kernel_lacks: vec![],
                 window_cpu_ns: 3,
                 held: [("stacks".to_string(), 4)].into_iter().collect(),
                 started_unix_ns: 1_764_000_000_000_000_000,

@@ -1025,6 +1025,11 @@ pub struct Profiler {
     /// kerntax's own peak resident memory.
     pub peak_rss_bytes: u64,
     pub kernel: String,
+    /// What this kernel lacks of what kerntax's programs can use, how
+    /// kerntax copes and what it costs (collect/features.rs); empty on the
+    /// newest kernels.
+    #[serde(default)]
+    pub kernel_lacks: Vec<crate::collect::features::KernelGap>,
     /// kerntax's own CPU time (user + system, its user-space side) while it
     /// profiled: what it took from the machine besides its BPF programs.
     #[serde(default)]

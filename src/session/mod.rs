@@ -429,6 +429,7 @@ pub fn profile_watched(
     let undecodable = *collector.undecodable_events.borrow();
     let sampling_policy = collector.sampling_policy();
     let kernel_stacks = collector.kernel_stacks();
+    let kernel_lacks = collector.features.gaps();
     drop(collector);
     if phases.on {
         let (hits, all) = unwinding.rule_cache_lookups();
@@ -523,6 +524,7 @@ pub fn profile_watched(
             attach_ns,
             peak_rss_bytes: peak_rss_bytes(),
             kernel: preflight::kernel_release(),
+            kernel_lacks,
             window_cpu_ns,
             programs,
             held,

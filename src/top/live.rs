@@ -209,6 +209,7 @@ impl Windows {
                 attach_ns: 0,
                 peak_rss_bytes: 0,
                 kernel: String::new(),
+                kernel_lacks: vec![],
                 window_cpu_ns: 0,
                 programs: vec![],
                 held: Default::default(),
