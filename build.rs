@@ -50,10 +50,10 @@ fn build_bpf(out: &Path) {
 /// The object for kernels whose verifier refuses pointer arguments to
 /// global functions (before 5.12) or knows no callbacks (before 5.13): the
 /// same source with those functions static and the one callback left out
-/// (src/bpf/syscalls.bpf.c KT_GLOBAL, compat.bpf.h). It is loaded through the one
-/// skeleton (src/collect/bpf.rs picks the bytes), which holds only if both
-/// objects have the same maps, programs and global data: their generated
-/// skeletons, names aside, must be the same text.
+/// (src/bpf/syscalls.bpf.c KT_GLOBAL, compat.bpf.h). It is loaded through
+/// the one skeleton (src/collect/bpf.rs picks the bytes), which holds only
+/// if both objects have the same maps and programs, by name, and their
+/// global data laid out alike: the generated skeletons must say so.
 fn build_old_verifier_variant(out: &Path) {
     let mut args = BPF_CLANG_ARGS.to_vec();
     args.push("-DKT_OLD_VERIFIER");
@@ -63,7 +63,7 @@ fn build_old_verifier_variant(out: &Path) {
         .obj(out.join("syscalls_old.bpf.o"))
         .clang_args(args)
         .build_and_generate(&skel)
-        .unwrap_or_else(|e| panic!("building the static-subprogram variant: {e:#}"));
+        .unwrap_or_else(|e| panic!("building the object for old verifiers: {e:#}"));
     // Maps and programs are found by name (any order); the global data
     // is reached through the generated structs, which must be the same.
     let shape = |path: &Path| {

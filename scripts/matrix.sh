@@ -31,15 +31,19 @@ cargo_bin=$(dirname "$(command -v cargo)")
 
 scripts/kernels.sh prepare "${kernels[@]}"
 
-failed=()
 summary=()
-for k in "${kernels[@]}"; do
-    echo "matrix: kernel $k" >&2
+# Kernels run side by side, one emulating thread each, as many as this
+# machine has CPUs (after the suite, which wants them all).
+jobs=${KERNTAX_MATRIX_JOBS:-$(nproc)}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+one() { # KVER: runs the matrix's tests in it; its log in $logs/KVER
+    local k=$1 t0 rc=0
     t0=$(date +%s)
     # In the guest: BPF tests must run (KERNTAX_REQUIRE_BPF), cargo's
     # directory on PATH for the corpus scripts' set-up check, the test
     # binaries one test at a time as in the suite.
-    cmd="export KERNTAX_REQUIRE_BPF=1 CI=true PATH=\$PATH:$cargo_bin
+    local cmd="export KERNTAX_REQUIRE_BPF=1 CI=true PATH=\$PATH:$cargo_bin
 cd $PWD
 echo '--- what the verifier reports of each program (instructions loaded, verified)'
 KERNTAX_DEBUG=1 $kx run -- /bin/true 2>&1 | grep -E 'debug: (kt_|loading and attaching)' | sed 's/^kerntax: debug: //'
@@ -50,11 +54,25 @@ for b in ${bins[*]}; do
     \$b --test-threads=1 --skip as_on_a_kernel_without || rc=1
 done
 exit \$rc"
-    if scripts/kernels.sh run "$k" -c 2 -t 1800 -- "$cmd"; then
-        summary+=("kernel $k: passed in $(($(date +%s) - t0)) s")
+    scripts/kernels.sh run "$k" -c 2 -t 1800 -- "$cmd" >"$logs/$k" 2>&1 || rc=$?
+    echo "$rc $(($(date +%s) - t0))" >"$logs/$k.rc"
+}
+for k in "${kernels[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+    echo "matrix: kernel $k started" >&2
+    one "$k" &
+done
+wait
+failed=()
+for k in "${kernels[@]}"; do
+    read -r rc secs <"$logs/$k.rc" || { rc=1; secs=?; }
+    echo "===== kernel $k" >&2
+    cat "$logs/$k" >&2
+    if [ "$rc" = 0 ]; then
+        summary+=("kernel $k: passed in $secs s")
     else
         failed+=("$k")
-        summary+=("kernel $k: FAILED after $(($(date +%s) - t0)) s")
+        summary+=("kernel $k: FAILED (exit $rc) after $secs s")
     fi
 done
 printf 'matrix: %s\n' "${summary[@]}" >&2

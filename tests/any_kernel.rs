@@ -292,6 +292,9 @@ fn every_story_as_on_a_kernel_without_anything_newer_than_5_10() {
     let (r, _) = profile(&env, &[fixture, "forkexec", "3", "1000"]);
     assert_eq!(syscall(&r, "getppid").calls, 3000);
     assert_eq!(syscall(&r, "execve").calls, 4);
+    // A thread's exec takes its leader's id: its state moves with it.
+    let (r, _) = profile(&env, &[fixture, "threadexec", "5000"]);
+    assert_eq!(syscall(&r, "getppid").calls, 5000);
     ruby_switch(&env);
     icinga(&env);
     zabbix(&env);
@@ -399,4 +402,42 @@ fn corpus_python_gil() {
         "{:?}",
         ids(&healthy)
     );
+}
+
+/// Issue 35: the README's table of facilities by kernel says what
+/// src/collect/features.rs does: each facility once, with its release,
+/// and a mark under each kernel of the matrix exactly where that kernel is
+/// at least as new (the matrix checks the probe agrees on each).
+#[test]
+fn the_readmes_kernel_table_is_the_facilities() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let head = "| facility (`KERNTAX_KERNEL_WITHOUT` name) | Linux | 5.10 | 6.1 | 6.12 | 6.18 |";
+    let table = &readme[readme.find(head).expect("the README's kernel table")..];
+    let kernels = [(5, 10), (6, 1), (6, 12), (6, 18)];
+    let mut seen = vec![];
+    for row in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let name = cells[1]
+            .split('`')
+            .nth(1)
+            .unwrap_or_else(|| panic!("{row}"));
+        let about = ALL
+            .iter()
+            .map(|f| f.about())
+            .find(|a| a.name == name)
+            .unwrap_or_else(|| panic!("no facility {name}"));
+        assert_eq!(cells[2], about.since, "{row}");
+        let (a, b) = about.since.split_once('.').unwrap();
+        let since: (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+        for (i, k) in kernels.iter().enumerate() {
+            let mark = if since <= *k { "✓" } else { "–" };
+            assert_eq!(cells[3 + i], mark, "{row}: {k:?}");
+        }
+        seen.push(name);
+    }
+    let mut all: Vec<&str> = ALL.iter().map(|f| f.about().name).collect();
+    all.sort_unstable();
+    seen.sort_unstable();
+    assert_eq!(seen, all);
 }

@@ -204,6 +204,22 @@ fn children_that_exec_are_followed() {
     assert_eq!(p.report.processes.len(), 4);
 }
 
+/// Issue 35: a thread other than the leader that execs takes over the
+/// process and the leader's thread id; it is followed into its new image
+/// (where per-thread state is a map by thread id, before 5.11, its entry
+/// moves with it).
+#[test]
+fn a_thread_that_execs_is_followed_into_its_new_image() {
+    if !bpf_available() {
+        return;
+    }
+    let p = run_fixture(&["threadexec", "5000"]);
+    assert!(p.output.status.success(), "{}", p.stderr);
+    assert_eq!(syscall(&p.report, "getppid").calls, 5000);
+    assert_eq!(syscall(&p.report, "execve").calls, 2);
+    assert_eq!(p.report.loss.task_storage_failed, 0);
+}
+
 #[test]
 fn dwarf_unwinding_finds_the_callers_of_a_libc_wrapper_in_o2_code() {
     if !bpf_available() {

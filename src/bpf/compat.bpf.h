@@ -8,11 +8,13 @@
  * the newest kernel's.
  *
  * - Per-thread state: BPF task storage (5.11+), else a hash map keyed by
- *   thread id, filled at fork and by the snapshot, emptied at exit.
+ *   thread id, filled at fork and by the snapshot, moved at a thread's
+ *   exec, emptied at a dead thread's last switch.
  * - The current task: bpf_get_current_task_btf (5.11+) lets its fields be
  *   loaded directly; before, every field is read with CO-RE probe reads.
- * - A user address's mapping: bpf_find_vma (5.17+), else a walk of the
- *   memory map's VMA red-black tree (which kernels before 6.1 have).
+ * - A user address's mapping: bpf_find_vma (5.17+, and not in the object
+ *   for old verifiers, which knows no callbacks), else a walk of the memory
+ *   map's VMA red-black tree (which kernels before 6.1 have).
  * - A task's saved user registers: bpf_task_pt_regs (5.15+), else read from
  *   the top of its kernel stack as task_pt_regs() finds them.
  * - Loops over interpreter frames: open-coded iterators (6.4+), else
@@ -42,7 +44,7 @@ const volatile __u32 kt_cfg_sized_records = 1; /* bpf_probe_read_user_dynptr, 6.
 /*
  * Zeroed values that new map entries start from. Globals, defined here in
  * one place, not static locals: the object built for old kernels
- * (KT_STATIC_SUBPROGS) must lay out its read-only data as this one does,
+ * (KT_OLD_VERIFIER) must lay out its read-only data as this one does,
  * and static locals are placed in the order functions are emitted.
  */
 const struct kt_task kt_zero_task = {};

@@ -740,9 +740,10 @@ int BPF_PROG(kt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 {
 	struct kt_proc_event *ev;
 
+	/* First: a thread's state by id is still under the id it had. */
+	task_state_moved(old_pid, p->pid);
 	if (!task_is_tracked(p))
 		return 0;
-	task_state_moved(old_pid, p->pid);
 	ev = proc_event(KT_EV_EXEC, p, BPF_CORE_READ(p, real_parent, tgid));
 	if (!ev)
 		return 0;
