@@ -5,9 +5,11 @@
 # way, not only on the one this machine boots.
 #
 #   scripts/kernels.sh prepare KVER...            download and unpack, build each initramfs
-#   scripts/kernels.sh run KVER [-c CPUS] [-t SECS] -- CMD [ARGS...]
+#   scripts/kernels.sh run KVER [-c CPUS] [-t SECS] [-s DIR]... -- CMD [ARGS...]
 #                                                 boot KVER, run CMD, print its stdout and
-#                                                 stderr, exit with its status
+#                                                 stderr, exit with its status; -s: a
+#                                                 directory of this machine's /tmp the
+#                                                 command needs (a checkout there)
 #   KVER: 5.10 (Debian 11), 6.1 (Debian 12), 6.12 (Debian 13): the newest
 #   Debian build of that line, from this machine's Debian mirror.
 #
@@ -17,7 +19,8 @@
 # The guest: Debian's generic linux-image-*-amd64, booted directly with a
 # busybox initramfs that loads the virtio and 9p modules from the same
 # package; "/" is this machine's root read-only over 9p; /tmp, /run and
-# /dev/shm are fresh tmpfs; proc, sysfs, devtmpfs, tracefs, debugfs, bpffs
+# /dev/shm are fresh tmpfs (with the -s directories of this machine's /tmp
+# in it, read-only); proc, sysfs, devtmpfs, tracefs, debugfs, bpffs
 # and cgroup2 are mounted; CMD runs through /bin/sh as root with HOME=/tmp,
 # no network, its output written to a run directory shared read-write and
 # printed when the guest has powered off.
@@ -130,10 +133,16 @@ fail() { echo "kernels-init: $*"; $B sync; $B poweroff -f; }
 o=trans=virtio,version=9p2000.L,msize=262144
 R=/newroot
 $B mount -t 9p -o $o,ro,cache=loose hostroot $R || fail "mounting the host's root failed"
+$B mount -o bind $R/tmp /hosttmp
 $B mount -t tmpfs -o mode=1777 tmpfs $R/tmp
 $B mount -t tmpfs -o mode=755 tmpfs $R/run
 $B mkdir -p $R/run/kernels
 $B mount -t 9p -o $o out $R/run/kernels || fail "mounting the run directory failed"
+# Directories of the host's /tmp the command needs (a checkout there),
+# read-only at their own paths in the fresh /tmp.
+for p in $($B cat $R/run/kernels/show 2>/dev/null); do
+    $B mkdir -p $R/tmp/$p && $B mount -o bind /hosttmp/$p $R/tmp/$p || fail "showing /tmp/$p failed"
+done
 $B mount -t proc proc $R/proc
 $B mount -t sysfs sysfs $R/sys
 $B mount -t devtmpfs devtmpfs $R/dev
@@ -157,9 +166,14 @@ EOF
 }
 
 prepare() { # KVER
-    local kv=$1 dir=$ROOT/$1
+    local kv=$1 dir=$ROOT/$1 init version
     suite_of "$kv" >/dev/null
-    [ -f "$dir/ready" ] && return 0
+    # Ready when built by this script's init (a changed init rebuilds it).
+    init=$(mktemp)
+    write_init "$init"
+    version=$(md5sum <"$init" | cut -d' ' -f1)
+    rm -f "$init"
+    [ "$(cat "$dir/ready" 2>/dev/null)" = "$version" ] && return 0
     command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing (apt-get install qemu-system-x86)"
     apt_lists
     local pkg
@@ -190,7 +204,7 @@ prepare() { # KVER
     for c in "$x/lib/modules/$rel" "$x/usr/lib/modules/$rel"; do [ -d "$c" ] && moddir=$c; done
     [ -n "${moddir:-}" ] || die "no modules in $x"
     local stage=$ROOT/$kv.stage m
-    rm -rf "$stage" && mkdir -p "$stage"/{bin,dev,proc,sys,newroot,lib/modules}
+    rm -rf "$stage" && mkdir -p "$stage"/{bin,dev,proc,sys,newroot,hosttmp,lib/modules}
     cp "$busybox" "$stage/bin/busybox"
     mknod "$stage/dev/console" c 5 1
     mknod "$stage/dev/null" c 1 3
@@ -212,17 +226,18 @@ prepare() { # KVER
     cp "$x/boot/vmlinuz-$rel" "$dir/vmlinuz"
     echo "$rel" >"$dir/release"
     rm -rf "$stage"
-    touch "$dir/ready"
+    echo "$version" >"$dir/ready"
     say "kernel $kv ($rel) ready in $dir"
 }
 
-run() { # KVER [-c N] [-t S] -- CMD...
-    local kv=$1 cpus=2 secs=900
+run() { # KVER [-c N] [-t S] [-s DIR]... -- CMD...
+    local kv=$1 cpus=2 secs=900 show=()
     shift
     while [ $# -gt 0 ]; do
         case $1 in
         -c) cpus=$2; shift ;;
         -t) secs=$2; shift ;;
+        -s) show+=("$2"); shift ;;
         --) shift; break ;;
         *) die "unknown option $1 (the command goes after --)" ;;
         esac
@@ -236,6 +251,12 @@ run() { # KVER [-c N] [-t S] -- CMD...
     out=$(mktemp -d "$ROOT/runs/$kv-$(date -u +%Y%m%dT%H%M%S)-XXXX")
     chmod 755 "$out"
     if [ $# -eq 1 ]; then printf '%s\n' "$1"; else printf '%q ' "$@"; echo; fi >"$out/cmd.sh"
+    # The guest's /tmp is its own: what it needs of this one is shown.
+    local d
+    for d in "${show[@]}"; do
+        d=$(realpath "$d")
+        case $d in /tmp/*) echo "${d#/tmp/}" >>"$out/show" ;; esac
+    done
     # A real KVM runs the stock kernel; PVM nesting (kvm_pvm) does not.
     local accel=(-accel tcg,thread=single -cpu max)
     if [ -c /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ] && [ "${KERNTAX_KERNELS_ACCEL:-}" != tcg ]; then

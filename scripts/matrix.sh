@@ -54,7 +54,7 @@ for b in ${bins[*]}; do
     \$b --test-threads=1 --skip as_on_a_kernel_without || rc=1
 done
 exit \$rc"
-    scripts/kernels.sh run "$k" -c 2 -t 1800 -- "$cmd" >"$logs/$k" 2>&1 || rc=$?
+    scripts/kernels.sh run "$k" -c 2 -t 1800 -s "$PWD" -- "$cmd" >"$logs/$k" 2>&1 || rc=$?
     echo "$rc $(($(date +%s) - t0))" >"$logs/$k.rc"
 }
 for k in "${kernels[@]}"; do

@@ -13,7 +13,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use common::*;
 use kerntax::collect::features::{ALL, KernelFeatures};
@@ -29,20 +28,9 @@ fn all_newer_than_5_10() -> String {
 
 /// `kerntax run --json -- ARGV` with `env`; the report and stderr.
 fn profile(env: &[(&str, &str)], argv: &[&str]) -> (Report, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let out = kerntax()
-        .arg("run")
-        .arg("--json")
-        .arg(&json)
-        .arg("--")
-        .args(argv)
-        .envs(env.iter().copied())
-        .output()
-        .expect("running kerntax");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{argv:?}: {stderr}");
-    (read_report(&json), stderr)
+    let p = run_with_env(env, &[], argv);
+    assert!(p.output.status.success(), "{argv:?}: {}", p.stderr);
+    (p.report, p.stderr)
 }
 
 fn lab(program: &str) -> String {
@@ -304,33 +292,7 @@ fn every_story_as_on_a_kernel_without_anything_newer_than_5_10() {
 
 /// A corpus program (tests/real) with a smaller workload; its report.
 fn corpus(name: &str, variant: &str, env: &[(&str, &str)]) -> Report {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/real")
-        .join(name)
-        .join("run");
-    let out = Command::new(&script)
-        .arg(variant)
-        .arg(&json)
-        .env("KERNTAX", env!("CARGO_BIN_EXE_kerntax"))
-        .envs(env.iter().copied())
-        .output()
-        .expect("running the corpus script");
-    // KERNTAX_TEST_KEEP=DIR keeps each report.
-    if let Some(keep) = std::env::var_os("KERNTAX_TEST_KEEP") {
-        let _ = std::fs::copy(
-            &json,
-            PathBuf::from(keep).join(format!("{name}-{variant}.json")),
-        );
-    }
-    assert!(
-        out.status.success(),
-        "{name} {variant}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    read_report(&json)
+    corpus_run(name, variant, env).0
 }
 
 /// Corpus: coreutils dd, one byte a call: a storm of reads and writes,

@@ -36,34 +36,7 @@ use kerntax::report::{Finding, Report, WaitClass, WaitSite};
 /// Runs `tests/real/NAME/run VARIANT` under this build's kerntax; the
 /// report and what the script printed.
 fn corpus(name: &str, variant: &str) -> (Report, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/real")
-        .join(name)
-        .join("run");
-    let out = Command::new(&script)
-        .arg(variant)
-        .arg(&json)
-        .env("KERNTAX", env!("CARGO_BIN_EXE_kerntax"))
-        .output()
-        .expect("running the corpus script");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    // KERNTAX_TEST_KEEP=DIR keeps each report and what the script printed.
-    if let Some(keep) = std::env::var_os("KERNTAX_TEST_KEEP") {
-        let keep = Path::new(&keep);
-        let _ = std::fs::copy(&json, keep.join(format!("{name}-{variant}.json")));
-        let _ = std::fs::write(keep.join(format!("{name}-{variant}.out")), &stdout);
-    }
-    assert!(
-        out.status.success(),
-        "{name} {variant} failed:\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("throughput: "), "{stdout}");
-    let text = std::fs::read_to_string(&json)
-        .unwrap_or_else(|e| panic!("{name} {variant}: no report ({e}):\n{stderr}"));
-    (serde_json::from_str(&text).unwrap(), stdout)
+    corpus_run(name, variant, &[])
 }
 
 fn ids(r: &Report) -> Vec<(&str, &str)> {

@@ -74,6 +74,11 @@ pub struct Profiled {
 
 /// `kerntax run --json TMP [extra...] -- argv...`, parsed.
 pub fn run(extra: &[&str], argv: &[&str]) -> Profiled {
+    run_with_env(&[], extra, argv)
+}
+
+/// `run`, with `env` set for kerntax (and so for the program).
+pub fn run_with_env(env: &[(&str, &str)], extra: &[&str], argv: &[&str]) -> Profiled {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let output = kerntax()
@@ -83,6 +88,7 @@ pub fn run(extra: &[&str], argv: &[&str]) -> Profiled {
         .args(extra)
         .arg("--")
         .args(argv)
+        .envs(env.iter().copied())
         .output()
         .expect("running kerntax");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -338,4 +344,40 @@ pub fn storm_named_by_its_line(interpreter: &str, fixture: &std::path::Path) {
         truth["line"]
     );
     assert!(f.title.ends_with(&want), "{} (want {want})", f.title);
+}
+
+/// Runs the corpus script `tests/real/NAME/run VARIANT` (issue #10) under
+/// this build's kerntax with `env`: the report and what the script
+/// printed. It must succeed and print its throughput.
+pub fn corpus_run(name: &str, variant: &str, env: &[(&str, &str)]) -> (Report, String) {
+    use std::path::Path;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/real")
+        .join(name)
+        .join("run");
+    let out = Command::new(&script)
+        .arg(variant)
+        .arg(&json)
+        .env("KERNTAX", env!("CARGO_BIN_EXE_kerntax"))
+        .envs(env.iter().copied())
+        .output()
+        .expect("running the corpus script");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // KERNTAX_TEST_KEEP=DIR keeps each report and what the script printed.
+    if let Some(keep) = std::env::var_os("KERNTAX_TEST_KEEP") {
+        let keep = Path::new(&keep);
+        let _ = std::fs::copy(&json, keep.join(format!("{name}-{variant}.json")));
+        let _ = std::fs::write(keep.join(format!("{name}-{variant}.out")), &stdout);
+    }
+    assert!(
+        out.status.success(),
+        "{name} {variant} failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("throughput: "), "{stdout}");
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("{name} {variant}: no report ({e}):\n{stderr}"));
+    (serde_json::from_str(&text).unwrap(), stdout)
 }
