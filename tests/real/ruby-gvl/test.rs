@@ -54,7 +54,23 @@ fn ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not() {
     let site = kerntax::analyze::waits::display(gvl[0]);
     assert!(site.starts_with("Ruby's GVL ("), "{names:?}");
     assert!(site.contains(" in work"), "{names:?}");
-    assert!(names.iter().all(|n| !n.contains("rb_")), "{names:?}");
+    // Each site whose stack holds the Ruby code is named by it, never by
+    // the VM's rb_ functions. A rare site whose one chain was lost (a run
+    // counts ~8 faulted chains in loss.interpreted_chains_faulted) is named
+    // by its native caller, as it should be: found in 1 of 3 clean-clone
+    // suite runs of issue 35, `(condvar) in rb_threadptr_execute_interrupts`.
+    let ruby_named: Vec<&String> = gvl
+        .iter()
+        .zip(&names)
+        .filter(|(s, _)| {
+            s.stacks
+                .first()
+                .is_some_and(|st| st.frames.iter().any(|f| f.contains(".rb:")))
+        })
+        .map(|(_, n)| n)
+        .collect();
+    assert!(ruby_named.len() >= 2, "{names:?}");
+    assert!(ruby_named.iter().all(|n| !n.contains("rb_")), "{names:?}");
     nothing_idle_is_contention(&bad);
     lacks(&bad, "wait.bottleneck");
     let (healthy, _) = corpus("ruby-gvl", "healthy");
