@@ -4,19 +4,6 @@
 mod common;
 
 use common::*;
-use kerntax::report::Report;
-
-/// `frames` name `func`; or, on a kernel that can neither follow a
-/// process's mappings as they change nor read them at its exit (before 6.7
-/// and 6.17), the process exited before kerntax read its libraries and the
-/// frame is counted lost (`loss.maps_unavailable`), as the report says
-/// (issue 35: 6.1 left dup's call site `[unknown] 0x7ff9520caa77` in 1 of
-/// 5 matrix runs). Counts stay exact either way.
-fn named_or_lost(r: &Report, frames: &[String], func: &str) -> bool {
-    let lacks = |f: &str| r.profiler.kernel_lacks.iter().any(|g| g.facility == f);
-    has_frame(frames, func)
-        || (lacks("vma_iterator") && lacks("exit_keeps_mm") && r.loss.maps_unavailable > 0)
-}
 
 #[test]
 fn n_getppid_calls_are_counted_exactly_with_their_call_site() {
@@ -52,16 +39,8 @@ fn n_getppid_calls_are_counted_exactly_with_their_call_site() {
         "{timed} timed: about one in {period} past the first {all}"
     );
     let top = &s.callsites[0];
-    assert!(
-        named_or_lost(&p.report, &top.frames, "call_getppid"),
-        "{:?}",
-        top.frames
-    );
-    assert!(
-        named_or_lost(&p.report, &top.frames, "main"),
-        "{:?}",
-        top.frames
-    );
+    assert!(has_frame(&top.frames, "call_getppid"), "{:?}", top.frames);
+    assert!(has_frame(&top.frames, "main"), "{:?}", top.frames);
     assert_eq!(
         s.callsites.iter().map(|c| c.calls).sum::<u64>(),
         100_000,
@@ -159,7 +138,7 @@ fn n_failing_calls_are_n_errors_under_their_errno() {
     assert_eq!(s.errnos.len(), 1);
     assert_eq!(s.errnos.get("EBADF"), Some(&5000));
     assert!(
-        named_or_lost(&p.report, &s.callsites[0].frames, "call_dup_fail"),
+        has_frame(&s.callsites[0].frames, "call_dup_fail"),
         "{:?}",
         s.callsites[0].frames
     );
@@ -184,16 +163,8 @@ fn every_thread_is_counted() {
             .all(|t| t.pid == proc_.pid && t.exited)
     );
     let site = &syscall(&p.report, "getppid").callsites[0];
-    assert!(
-        named_or_lost(&p.report, &site.frames, "thread_main"),
-        "{:?}",
-        site.frames
-    );
-    assert!(
-        named_or_lost(&p.report, &site.frames, "start_thread"),
-        "{:?}",
-        site.frames
-    );
+    assert!(has_frame(&site.frames, "thread_main"), "{:?}", site.frames);
+    assert!(has_frame(&site.frames, "start_thread"), "{:?}", site.frames);
 }
 
 #[test]
