@@ -2,9 +2,12 @@
 # The kernel matrix (issue 35): boots each stock Debian kernel users run
 # (5.10 of Debian 11, 6.1 of Debian 12, 6.12 of Debian 13; this machine's
 # own kernel is the suite's) under qemu (scripts/kernels.sh) and runs inside
-# it, as root on this checkout's build: tests/exact_counts.rs and
+# it, as root on this checkout's build: tests/exact_counts.rs,
 # tests/any_kernel.rs (`kerntax run -- /bin/true`, what the kernel lacks
-# and its cost, every lab story bad and fixed, two corpus programs). It
+# and its cost, every lab story bad and fixed, two corpus programs) and the
+# faults of tests/faults.rs that hang on how the kernel sends a process's
+# mappings (an exec mid-run, a child gone before kerntax read its map,
+# libraries mapped in turn at one address). It
 # also prints what the verifier reports of each program there. Fails if
 # any kernel fails. scripts/test.sh runs it after the suite.
 #
@@ -23,9 +26,11 @@ kernels=("$@")
 # The test binaries, as cargo built them (their paths are this checkout's,
 # which the guest sees read-only at the same place).
 mapfile -t bins < <(cargo test --release --no-run --message-format=json \
-    --test exact_counts --test any_kernel 2>/dev/null |
+    --test exact_counts --test any_kernel --test faults 2>/dev/null |
     grep -o '"executable":"[^"]*/deps/[^"]*"' | cut -d'"' -f4)
-[ ${#bins[@]} -eq 2 ] || { echo "matrix: the test binaries were not built" >&2; exit 2; }
+[ ${#bins[@]} -eq 3 ] || { echo "matrix: the test binaries were not built" >&2; exit 2; }
+# Of tests/faults.rs, the faults the kernel's mapping events decide.
+faults_run="a_target_that_execs_mid_run issue_35 libraries_mapped_in_turn"
 kx=$PWD/target/release/kerntax
 cargo_bin=$(dirname "$(command -v cargo)")
 
@@ -50,8 +55,10 @@ KERNTAX_DEBUG=1 $kx run -- /bin/true 2>&1 | grep -E 'debug: (kt_|loading and att
 rc=0
 for b in ${bins[*]}; do
     echo \"--- \$(basename \$b)\"
+    only=
+    case \$(basename \$b) in faults-*) only=\"$faults_run\" ;; esac
     # The fallbacks test acts out 5.10 on the host; here the kernel is real.
-    \$b --test-threads=1 --skip as_on_a_kernel_without || rc=1
+    \$b --test-threads=1 --skip as_on_a_kernel_without \$only || rc=1
 done
 exit \$rc"
     scripts/kernels.sh run "$k" -c 2 -t 1800 -s "$PWD" -- "$cmd" >"$logs/$k" 2>&1 || rc=$?

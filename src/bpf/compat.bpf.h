@@ -170,6 +170,7 @@ struct kt_vma {
 	__u64 start;
 	__u64 end;
 	__u64 pgoff;
+	__u64 flags;
 	struct file *file;
 	__u32 found;
 };
@@ -185,6 +186,7 @@ static long kt_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void
 	v->start = vma->vm_start;
 	v->end = vma->vm_end;
 	v->pgoff = vma->vm_pgoff;
+	v->flags = vma->vm_flags;
 	v->file = BPF_CORE_READ(vma, vm_file);
 	v->found = 1;
 	return 0;
@@ -215,6 +217,7 @@ struct vm_area_struct___rb {
 	unsigned long vm_start;
 	unsigned long vm_end;
 	unsigned long vm_pgoff;
+	unsigned long vm_flags;
 	struct file *vm_file;
 	struct rb_node___kt vm_rb;
 } __attribute__((preserve_access_index));
@@ -280,9 +283,27 @@ static __always_inline bool vma_of(__u64 addr, struct kt_vma *v)
 	v->start = BPF_CORE_READ(vma, vm_start);
 	v->end = BPF_CORE_READ(vma, vm_end);
 	v->pgoff = BPF_CORE_READ(vma, vm_pgoff);
+	v->flags = BPF_CORE_READ(vma, vm_flags);
 	v->file = BPF_CORE_READ(vma, vm_file);
 	v->found = 1;
 	return true;
+}
+
+#define KT_EBUSY 16
+
+/* vma_of, telling a memory map that was busy (-1: bpf_find_vma takes its
+ * lock with trylock) from one without a mapping at `addr` (0); 1: found. */
+static __always_inline int vma_lookup(__u64 addr, struct kt_vma *v)
+{
+	v->found = 0;
+#ifndef KT_OLD_VERIFIER
+	if (kt_cfg_find_vma) {
+		long r = bpf_find_vma(bpf_get_current_task_btf(), addr, kt_vma_cb, v, 0);
+
+		return r == -KT_EBUSY ? -1 : (int)v->found;
+	}
+#endif
+	return vma_of(addr, v) ? 1 : 0;
 }
 
 /* Where the mapping holding `addr` ends (0: none found). A callback of its

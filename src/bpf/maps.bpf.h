@@ -16,6 +16,18 @@
  * memory map's read lock, taken with trylock: a busy map is counted in
  * map_changes_unread and user space falls back to /proc).
  *
+ * Before the VMA iterator (6.7) the walk looks the mappings up one at a
+ * time (vma_lookup: bpf_find_vma from 5.17, the VMA tree before), from the
+ * range's start while they are contiguous, at most KT_WALK_VMAS of them:
+ * what a mapping call makes or changes is contiguous (mmap's one mapping,
+ * mprotect's range, which must be all mapped); a munmap'd range that
+ * begins in a hole is taken as holding no file code. Without it a
+ * short-lived process whose map user space never got to read lost the
+ * names of its libraries (6.1 and 6.12 in issue 35's kernel matrix).
+ *
+ * At exec the new image's code (the program's and the dynamic loader's,
+ * which are mapped before it runs) is sent the same way (kt_send_exec_maps).
+ *
  * Included by syscalls.bpf.c after the ring buffer, count_loss and the VMA
  * iterator kfuncs.
  */
@@ -49,6 +61,46 @@ static __always_inline bool exec_file_vma(struct vm_area_struct *vma)
 	return (vma->vm_flags & KT_VM_EXEC) && BPF_CORE_READ(vma, vm_file);
 }
 
+/* Mappings looked up one by one where there is no VMA iterator, up to
+ * KT_WALK_VMAS of them. The walks are unrolled by hand (clang declines to
+ * unroll them for the object for old verifiers): compiled as loops, their
+ * latch may be a call or a callback's address falling through into the
+ * loop's head, an edge the verifiers of 5.10 and 6.1 refuse ("back-edge
+ * from insn"). */
+#define KT_WALK_VMAS 8
+_Static_assert((KT_MAX_CHANGED_MAPS & (KT_MAX_CHANGED_MAPS - 1)) == 0,
+	       "a mapping's slot is masked to KT_MAX_CHANGED_MAPS");
+#define KT_WALK_ON 2
+#define KT_TIMES_8(x) x x x x x x x x
+
+/* One mapping of exec_file_map_walked: KT_WALK_ON to go on to the next. */
+static __always_inline int exec_file_step(__u64 *addr, __u64 end)
+{
+	struct kt_vma v;
+	int r;
+
+	if (*addr >= end)
+		return 0;
+	r = vma_lookup(*addr, &v);
+	if (r <= 0)
+		return r;
+	if ((v.flags & KT_VM_EXEC) && v.file)
+		return 1;
+	*addr = v.end;
+	return KT_WALK_ON;
+}
+
+/* kt_exec_file_map_in by lookups: -1 a busy map, 0 none found (a hole
+ * ends the walk). */
+static __always_inline int exec_file_map_walked(__u64 start, __u64 end)
+{
+	__u64 addr = start;
+	int r;
+
+	KT_TIMES_8(r = exec_file_step(&addr, end); if (r != KT_WALK_ON) return r;)
+	return 0;
+}
+
 /*
  * Whether [start, end) of the current process holds an executable file
  * mapping: 1 yes, 0 no, -1 the memory map could not be read.
@@ -67,7 +119,7 @@ __attribute__((noinline)) int kt_exec_file_map_in(__u64 start, __u64 end)
 	/* First: before 6.7 all that follows is dead code, its calls unknown
 	 * to the kernel (and before 5.11 bpf_get_current_task_btf too). */
 	if (!kt_cfg_vma_iter || !bpf_iter_task_vma_new)
-		return 0;
+		return exec_file_map_walked(start, end);
 	if (bpf_iter_task_vma_new(&it, bpf_get_current_task_btf(), start) != 0) {
 		bpf_iter_task_vma_destroy(&it);
 		return -1;
@@ -156,6 +208,101 @@ __attribute__((noinline)) int kt_send_map_gone(__u64 start, __u64 end)
 	return 0;
 }
 
+/* Where a walk of kt_send_map_walked is. */
+struct kt_walk {
+	__u64 addr;
+	__u64 first_file;
+	__u64 lo; /* the span of the executable file mappings found */
+	__u64 hi;
+};
+
+/* One mapping of kt_send_map_walked, added to `ev` if it holds file code:
+ * KT_WALK_ON to go on to the next. */
+static __always_inline int send_map_step(struct kt_map_change_event *ev, struct kt_walk *w,
+					 __u64 end)
+{
+	struct kt_exit_mapping *m;
+	struct file *f;
+	struct kt_vma v;
+	__u32 i = ev->count;
+	__u64 slot;
+	int r;
+
+	if (w->addr >= end)
+		return 0;
+	r = vma_lookup(w->addr, &v);
+	if (r < 0) {
+		ev->flags |= KT_CHANGE_UNREAD;
+		count_loss(map_changes_unread);
+		return 0;
+	}
+	if (r == 0)
+		return 0;
+	w->addr = v.end;
+	if (!(v.flags & KT_VM_EXEC) || !v.file)
+		return KT_WALK_ON;
+	if (i >= KT_MAX_CHANGED_MAPS) {
+		ev->flags |= KT_CHANGE_TRUNCATED;
+		return 0;
+	}
+	/* Not BPF_CORE_READ(v.file, ...): kt_vma is no kernel type. */
+	f = v.file;
+	/* Masked as well, where the compiler cannot drop it as redundant:
+	 * 5.10 and 6.1 lose the check's bound on the index. */
+	slot = i;
+	asm volatile("%0 &= %1" : "+r"(slot) : "i"(KT_MAX_CHANGED_MAPS - 1));
+	m = &ev->maps[slot];
+	m->start = v.start;
+	m->end = v.end;
+	m->offset = v.pgoff << 12;
+	m->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	m->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	m->flags = KT_MAPPING_EXEC;
+	ev->count = i + 1;
+	if (!w->first_file) {
+		w->first_file = (__u64)f;
+		w->lo = v.start;
+	}
+	w->hi = v.end;
+	return KT_WALK_ON;
+}
+
+/* kt_send_map_change by lookups. What the walk does not reach (a hole, or
+ * more than KT_WALK_VMAS mappings) is left out of the change's range;
+ * `narrow`: so is all but the span of the executable file mappings found
+ * (the image at exec: its data mappings, read from /proc, stay). */
+__attribute__((noinline)) int kt_send_map_walked(__u64 start, __u64 end, __u32 narrow)
+{
+	struct kt_map_change_event *ev = map_change_event(start, end);
+	struct kt_walk w = { .addr = start };
+
+	if (!ev)
+		return 0;
+	do {
+		KT_TIMES_8(if (send_map_step(ev, &w, end) != KT_WALK_ON) break;)
+	} while (0);
+	if (!(ev->flags & KT_CHANGE_UNREAD) && w.addr < end)
+		ev->end = w.addr;
+	if (narrow) {
+		if (!w.hi || (ev->flags & KT_CHANGE_UNREAD)) {
+			bpf_ringbuf_discard(ev, 0);
+			return 0;
+		}
+		if (w.lo > ev->start)
+			ev->start = w.lo;
+		if (w.hi < ev->end)
+			ev->end = w.hi;
+	}
+	if (ev->end <= ev->start) {
+		bpf_ringbuf_discard(ev, 0);
+		return 0;
+	}
+	if (w.first_file)
+		file_path_parts(ev, w.first_file);
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
 /* Sends the executable file mappings now in [start, end) of the current
  * process. */
 __attribute__((noinline)) int kt_send_map_change(__u64 start, __u64 end)
@@ -166,7 +313,7 @@ __attribute__((noinline)) int kt_send_map_change(__u64 start, __u64 end)
 	__u64 first_file = 0;
 
 	if (!kt_cfg_vma_iter || !bpf_iter_task_vma_new)
-		return 0;
+		return kt_send_map_walked(start, end, 0);
 	ev = map_change_event(start, end);
 	if (!ev)
 		return 0;
@@ -249,4 +396,59 @@ static __always_inline void maps_exit(struct pt_regs *regs, __u32 nr, long ret)
 		return;
 	if (kt_exec_file_map_in(start, end) != 0)
 		kt_send_map_change(start, end);
+}
+
+/* The dynamic loader's mappings lie within this of its base. */
+#define KT_LOADER_SPAN (64ULL << 20)
+#define KT_AT_NULL 0
+#define KT_AT_BASE 7
+/* Pairs of the saved auxiliary vector looked at (x86-64 keeps 25). */
+#define KT_AUXV_PAIRS 32
+
+/* The dynamic loader's base in the current process (AT_BASE), 0 if none. */
+static __always_inline __u64 loader_base(struct mm_struct *mm)
+{
+	__u64 auxv = (__u64)mm + bpf_core_field_offset(struct mm_struct, saved_auxv);
+	__u32 pairs = bpf_core_field_size(struct mm_struct, saved_auxv) / 16;
+
+	/* No calls in a loop here either (see KT_WALK_VMAS): unrolled. */
+#pragma unroll
+	for (__u32 i = 0; i < KT_AUXV_PAIRS; i++) {
+		__u64 kv[2];
+
+		if (i >= pairs)
+			return 0;
+		if (bpf_probe_read_kernel(kv, sizeof(kv), (void *)(auxv + i * 16)) != 0)
+			return 0;
+		if (kv[0] == KT_AT_NULL)
+			return 0;
+		if (kv[0] == KT_AT_BASE)
+			return kv[1];
+	}
+	return 0;
+}
+
+/*
+ * At exec (the current task's, its new memory map in place): the new
+ * image's code, in ring order before its first sample: the program's
+ * (start_code to end_code) and the dynamic loader's, looked up from its
+ * base. Libraries follow as ld.so maps them (maps_exit). Lookups, not the
+ * VMA iterator, on every kernel: a few mappings, each found at once.
+ */
+__attribute__((noinline)) int kt_send_exec_maps(void)
+{
+	struct mm_struct *mm;
+	__u64 code, code_end, base;
+
+	mm = (void *)BPF_CORE_READ(cur_task(), mm);
+	if (!mm)
+		return 0;
+	code = BPF_CORE_READ(mm, start_code) & ~KT_PAGE_MASK;
+	code_end = BPF_CORE_READ(mm, end_code);
+	if (code < code_end)
+		kt_send_map_walked(code, code_end, 1);
+	base = loader_base(mm) & ~KT_PAGE_MASK;
+	if (base)
+		kt_send_map_walked(base, base + KT_LOADER_SPAN, 1);
+	return 0;
 }

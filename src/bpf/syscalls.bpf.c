@@ -749,6 +749,8 @@ int BPF_PROG(kt_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		return 0;
 	bpf_probe_read_kernel_str(ev->filename, sizeof(ev->filename), BPF_CORE_READ(bprm, filename));
 	bpf_ringbuf_submit(ev, 0);
+	if (kt_map_events_on)
+		kt_send_exec_maps();
 	return 0;
 }
 
@@ -903,7 +905,9 @@ int kt_snapshot(struct bpf_iter__task *ctx)
 
 	if (!task)
 		return 0;
-	if (kt_cfg_vma_iter && bpf_iter_task_vma_new)
+	/* Mapping changes can be followed (maps.bpf.h). */
+	if ((kt_cfg_vma_iter && bpf_iter_task_vma_new) || kt_cfg_find_vma ||
+	    bpf_core_field_exists(struct mm_struct___rb, mm_rb))
 		kt_map_events_on = 1;
 	tgid = task->tgid;
 	if (tgid == kt_self_tgid)

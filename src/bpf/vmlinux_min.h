@@ -146,8 +146,11 @@ struct vm_area_struct {
 };
 
 struct mm_struct {
+	unsigned long start_code;
+	unsigned long end_code;
 	unsigned long start_brk;
 	unsigned long brk;
+	unsigned long saved_auxv[2];
 };
 
 typedef struct {

@@ -145,27 +145,25 @@ impl Facility {
                 "vma_iterator",
                 "6.7",
                 "the task VMA iterator (bpf_iter_task_vma)",
-                "mappings are read from /proc/PID/maps",
+                "a mapping call's mappings are looked up one at a time (bpf_find_vma, else the VMA tree)",
                 Some(
-                    "a library unloaded and another loaded at its address between two reads of a process's maps (up to 100 ms apart) has its samples named in the new one",
+                    "a change over more than 8 mappings, or an unmapping that begins in a hole, is read from /proc instead (up to 100 ms later)",
                 ),
             ),
             PrepareExec => (
                 "prepare_exec",
                 "6.10",
                 "the sched_prepare_exec tracepoint",
-                "an image's mappings are read from /proc while it runs",
-                Some(
-                    "samples of a program that execs another before kerntax read its maps stay unnamed (counted in loss.maps_unavailable)",
-                ),
+                "a replaced image's code is known from what was sent since its exec",
+                None,
             ),
             ExitKeepsMm => (
                 "exit_keeps_mm",
                 "6.17",
                 "sched_process_exit before the memory map is released",
-                "a process's mappings are read from /proc while it runs",
+                "a process's code is known from what was sent since its exec, its data mappings from /proc while it runs",
                 Some(
-                    "samples of a process that exits before kerntax read its maps stay unnamed (counted in loss.maps_unavailable)",
+                    "a lock of a process that exits before kerntax read its maps is named by its address, not its variable",
                 ),
             ),
             SizedRecords => (

@@ -22,6 +22,30 @@ fn same_file(path: &str, (dev, inode): (u64, u64)) -> bool {
     std::fs::metadata(path).is_ok_and(|m| maps_dev(m.dev()) == dev && m.ino() == inode)
 }
 
+/// The path by which kerntax sees the file the kernel walked as `walked`
+/// (up to the root of its mount tree, past any chroot): as it is, inside
+/// the process's root, or with leading directories dropped for a chroot
+/// that kerntax shares (the kernel matrix's guests run in one: there a
+/// library mapped and unmapped between two batches was named nothing and
+/// its frames read as JIT code). Each checked to be the file.
+fn seen_as(walked: &str, pid: u32, key: (u64, u64)) -> Option<String> {
+    if same_file(walked, key) {
+        return Some(walked.to_string());
+    }
+    let rooted = format!("/proc/{pid}/root{walked}");
+    if same_file(&rooted, key) {
+        return Some(rooted);
+    }
+    let mut rest = walked;
+    while let Some(i) = rest.get(1..).and_then(|r| r.find('/')) {
+        rest = &rest[i + 1..];
+        if same_file(rest, key) {
+            return Some(rest.to_string());
+        }
+    }
+    None
+}
+
 /// A stat(2) device number as /proc/PID/maps shows it.
 pub(super) fn maps_dev(dev: u64) -> u64 {
     (libc::major(dev) as u64) << 32 | libc::minor(dev) as u64
@@ -108,12 +132,27 @@ impl Unwinding {
         self.keep(pid, merged);
     }
 
-    /// A change of a live process's executable file mappings, in ring
-    /// order with its samples. A process whose map was never read has it
-    /// in its first read.
+    /// Where the kernel sends map changes, a process whose map could not
+    /// be read (gone already: a short-lived one, its events handled up to
+    /// a batch later) starts from an empty one that its changes fill in:
+    /// the image's code at its exec, then each library as it is mapped.
+    /// Dropping them left its samples without a map on kernels that send
+    /// no mappings at exit (before 6.17; issue 35's matrix, 6.1 and 6.12).
+    pub(super) fn follow(&mut self, pid: u32) {
+        if self.map_events && !self.procs.contains_key(&pid) && pid != std::process::id() {
+            self.keep(pid, Vec::new());
+        }
+    }
+
+    /// A change of a process's executable file mappings, in ring order
+    /// with its samples.
     pub fn on_map_change(&mut self, c: &MapChange) {
         if !self.procs.contains_key(&c.pid) || !self.mappings.contains_key(&c.pid) {
-            return;
+            self.learn(c.pid);
+            self.follow(c.pid);
+            if !self.mappings.contains_key(&c.pid) {
+                return;
+            }
         }
         // A file not seen mapped before: named by the path the kernel
         // walked, else from the mapping itself while it lasts, else from a
@@ -129,7 +168,7 @@ impl Unwinding {
                 let link = format!("/proc/{}/map_files/{:x}-{:x}", c.pid, m.start, m.end);
                 std::fs::read_link(link).ok()
             };
-            let found = walked.filter(|p| same_file(p, key)).or_else(|| {
+            let found = walked.and_then(|p| seen_as(&p, c.pid, key)).or_else(|| {
                 linked()
                     .map(|p| p.to_string_lossy().into_owned())
                     .filter(|p| same_file(p, key))
@@ -153,7 +192,7 @@ impl Unwinding {
         self.keep(c.pid, next);
     }
 
-    fn learn_paths(&mut self, mappings: &[Mapping]) {
+    pub(super) fn learn_paths(&mut self, mappings: &[Mapping]) {
         for m in mappings.iter().filter(|m| m.is_file()) {
             if let Some(path) = &m.path {
                 self.paths
@@ -173,18 +212,22 @@ impl Unwinding {
                 let (id, elf) = self.modules.get(m);
                 if let Some(bias) = elf.as_ref().and_then(|e| e.bias(m)) {
                     module = Some((id, bias));
-                    // One framehop module per file, spanning all its mappings.
-                    if added.insert(id) {
+                    // One framehop module per load of a file, spanning all
+                    // its mappings: a map may hold a file loaded twice (an
+                    // image replaced, its map read after the next exec,
+                    // whose libc is elsewhere), and one module spanning
+                    // both had the first load's bias for the second, whose
+                    // stacks stopped at their first frame.
+                    if added.insert((id, bias)) {
+                        let elf = elf.as_ref().expect("bias implies an ELF file");
                         let (lo, hi) = mappings
                             .iter()
                             .filter(|o| o.dev == m.dev && o.inode == m.inode && o.path == m.path)
+                            .filter(|o| elf.bias(o) == Some(bias))
                             .fold((u64::MAX, 0), |(lo, hi), o| {
                                 (lo.min(o.start), hi.max(o.end))
                             });
-                        let info = elf
-                            .as_ref()
-                            .expect("bias implies an ELF file")
-                            .section_info();
+                        let info = elf.section_info();
                         unwinder.add_module(Module::new(
                             self.modules.paths[id].clone(),
                             lo..hi,
@@ -243,5 +286,30 @@ impl Unwinding {
                 },
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 35: the kernel walks a mapped file's path up to the root of
+    /// its mount tree; in a chroot kerntax shares (the kernel matrix's
+    /// guests) that path has the chroot's directory in front. The file is
+    /// found by dropping leading directories, and only if it is that file.
+    #[test]
+    fn a_path_walked_past_a_chroot_is_found_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("lib.so");
+        std::fs::write(&file, b"x").unwrap();
+        let meta = std::fs::metadata(&file).unwrap();
+        let key = (maps_dev(meta.dev()), meta.ino());
+        let path = file.to_str().unwrap();
+        assert_eq!(seen_as(path, 0, key).as_deref(), Some(path));
+        let walked = format!("/newroot/chroot{path}");
+        assert_eq!(seen_as(&walked, 0, key).as_deref(), Some(path));
+        assert_eq!(seen_as(&walked, 0, (key.0, key.1 + 1)), None);
+        assert_eq!(seen_as("", 0, key), None);
+        assert_eq!(seen_as("/", 0, key), None);
     }
 }

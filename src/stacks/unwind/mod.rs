@@ -107,7 +107,9 @@ impl Unwinding {
     }
 
     /// A new program image: the old mappings are gone. Reads the new ones at
-    /// once, while the process most likely still lives, to learn its paths.
+    /// once, while the process most likely still lives, to learn its paths;
+    /// where it is gone already and the kernel sends map changes, its map
+    /// starts empty and they fill it in (`follow`).
     pub fn on_exec(&mut self, pid: u32, filename: &str) {
         self.before_exec.remove(&pid);
         self.procs.remove(&pid);
@@ -115,6 +117,7 @@ impl Unwinding {
         self.ruby.forget(pid);
         self.forked_from.remove(&pid);
         self.learn(pid);
+        self.follow(pid);
         // A command run by a relative path: the exec names it relative to
         // the process's working directory, and a mapping's path must be
         // absolute to be opened (issue 19: `kerntax run -- ./prog` named no
@@ -284,5 +287,47 @@ mod tests {
         assert!(u.mappings.contains_key(&2) && u.mappings.contains_key(&4));
         assert_eq!(u.mappings.len(), MAX_EXITED_KEPT + 1);
         assert!(out.is_empty());
+    }
+
+    /// Issue 35: a process gone before its exec was handled (its /proc
+    /// unreadable) keeps the code the kernel sent for it where map changes
+    /// are sent, and has nothing kept where they are not.
+    #[test]
+    fn a_process_gone_before_its_exec_is_handled_keeps_what_was_sent_issue_35() {
+        let gone = u32::MAX - 7; // above pid_max: /proc/PID/maps never reads
+        let code = ExitMapping {
+            start: 0x5000_0000,
+            end: 0x5000_4000,
+            offset: 0x1000,
+            dev: 0,
+            inode: 42,
+            executable: true,
+            heap: false,
+        };
+        let change = crate::collect::MapChange {
+            pid: gone,
+            start: code.start,
+            end: code.end,
+            maps: vec![code.clone()],
+            unread: false,
+            truncated: false,
+            path: None,
+        };
+        for map_events in [true, false] {
+            let mut u = Unwinding {
+                map_events,
+                ..Unwinding::default()
+            };
+            u.on_exec(gone, "/nonexistent/prog");
+            u.on_map_change(&change);
+            let kept = u.mappings.get(&gone).map(|m| {
+                m.iter()
+                    .map(|x| (x.start, x.end, x.inode))
+                    .collect::<Vec<_>>()
+            });
+            let want = map_events.then(|| vec![(code.start, code.end, 42)]);
+            assert_eq!(kept, want, "map_events {map_events}");
+            assert_eq!(u.procs.contains_key(&gone), map_events);
+        }
     }
 }
