@@ -197,11 +197,16 @@ fn prol2tp(env: &[(&str, &str)]) {
 }
 
 fn rocketmq(env: &[(&str, &str)]) {
+    // 8 producers, not 4: under emulation (two CPUs taking turns in long
+    // slices) 4 left 0.7-0.9 of them waiting, 18-22% of their time, on
+    // both sides of the contended-site rule's 20% (no finding in 2 of 2
+    // tries on 5.10 and 6.1 in one of issue 35's runs); 8 leave 2.5-3.7
+    // waiting and the lock serializing them, on every kernel.
     lock_story(
         env,
         "rocketmq_lock",
-        &["mutex", "4", "200000", "0"],
-        &["abs", "4", "200000", "0"],
+        &["mutex", "8", "100000", "0"],
+        &["abs", "8", "100000", "0"],
         "mutex g_putmessage_lock",
     );
     let (spin, _) = profile(env, &[&lab("rocketmq_lock"), "spin", "4", "300000", "0"]);
