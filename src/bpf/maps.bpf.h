@@ -208,6 +208,18 @@ __attribute__((noinline)) int kt_send_map_gone(__u64 start, __u64 end)
 	return 0;
 }
 
+/* A slot of a change event filled with an executable file mapping. */
+static __always_inline void fill_file_code(struct kt_exit_mapping *m, __u64 start, __u64 end,
+					   __u64 pgoff, struct file *f)
+{
+	m->start = start;
+	m->end = end;
+	m->offset = pgoff << 12;
+	m->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	m->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	m->flags = KT_MAPPING_EXEC;
+}
+
 /* Where a walk of kt_send_map_walked is. */
 struct kt_walk {
 	__u64 addr;
@@ -252,12 +264,7 @@ static __always_inline int send_map_step(struct kt_map_change_event *ev, struct 
 	slot = i;
 	asm volatile("%0 &= %1" : "+r"(slot) : "i"(KT_MAX_CHANGED_MAPS - 1));
 	m = &ev->maps[slot];
-	m->start = v.start;
-	m->end = v.end;
-	m->offset = v.pgoff << 12;
-	m->ino = BPF_CORE_READ(f, f_inode, i_ino);
-	m->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
-	m->flags = KT_MAPPING_EXEC;
+	fill_file_code(m, v.start, v.end, v.pgoff, f);
 	ev->count = i + 1;
 	if (!w->first_file) {
 		w->first_file = (__u64)f;
@@ -337,12 +344,7 @@ __attribute__((noinline)) int kt_send_map_change(__u64 start, __u64 end)
 			}
 			f = BPF_CORE_READ(vma, vm_file);
 			m = &ev->maps[i];
-			m->start = vma->vm_start;
-			m->end = vma->vm_end;
-			m->offset = (__u64)vma->vm_pgoff << 12;
-			m->ino = BPF_CORE_READ(f, f_inode, i_ino);
-			m->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
-			m->flags = KT_MAPPING_EXEC;
+			fill_file_code(m, vma->vm_start, vma->vm_end, vma->vm_pgoff, f);
 			ev->count = i + 1;
 			if (i == 0)
 				first_file = (__u64)f;

@@ -192,7 +192,7 @@ impl Unwinding {
         self.keep(c.pid, next);
     }
 
-    pub(super) fn learn_paths(&mut self, mappings: &[Mapping]) {
+    fn learn_paths(&mut self, mappings: &[Mapping]) {
         for m in mappings.iter().filter(|m| m.is_file()) {
             if let Some(path) = &m.path {
                 self.paths
