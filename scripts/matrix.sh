@@ -29,7 +29,8 @@ mapfile -t bins < <(cargo test --release --no-run --message-format=json \
     --test exact_counts --test any_kernel --test faults 2>/dev/null |
     grep -o '"executable":"[^"]*/deps/[^"]*"' | cut -d'"' -f4)
 [ ${#bins[@]} -eq 3 ] || { echo "matrix: the test binaries were not built" >&2; exit 2; }
-# Of tests/faults.rs, the faults the kernel's mapping events decide.
+# Of tests/faults.rs, the faults that the kernel's mapping events and
+# user-memory copies decide (both tests named issue_35 among them).
 faults_run="a_target_that_execs_mid_run issue_35 libraries_mapped_in_turn"
 kx=$PWD/target/release/kerntax
 cargo_bin=$(dirname "$(command -v cargo)")

@@ -186,25 +186,53 @@ static __always_inline __u64 log2_u64(__u64 v)
 }
 
 /*
- * One page not present in the range (e.g. the never-touched gap below a new
- * process's argument strings) fails a whole copy: keep what lies before it,
- * trying shorter copies that end at page boundaries. Returns bytes copied.
+ * One whole page of copy_stack_pages: the `i`th after sp's, `off` bytes
+ * from sp. The offset's bound is checked behind a compiler barrier, which
+ * clang would otherwise fold away: the verifiers of 5.10 and 6.1 do not
+ * relate two registers and saw it reach 16,383. The size is a constant, not
+ * the rest of `len`: a size computed from `len` made the verifier track
+ * each path's `len` apart, and 5.10 gave up on sys_exit at a million
+ * instructions. The bytes past `len` are dropped by the caller.
  */
-static __always_inline __u64 copy_stack_prefix(__u8 *dst, __u64 sp, __u64 len)
+static __always_inline void copy_stack_page(__u8 *dst, __u64 sp, __u64 len, __u64 off, int i,
+					    __u64 *got, __u32 *flags)
 {
-	__u64 first = 4096 - (sp & 4095);
+	asm volatile("" : "+r"(off));
+	if (off >= len || off > 4096 * i)
+		return;
+	if (bpf_probe_read_user(dst + off, 4096, (void *)(sp + off)) == 0)
+		*got = off + 4096;
+	else
+		*flags |= 1U << (KT_SAMPLE_ABSENT_SHIFT + i);
+}
 
-	for (int pages = 3; pages >= 0; pages--) {
-		__u64 n = first + 4096 * pages;
+/*
+ * A page not present in the range (the never-touched gap below a new
+ * process's argument strings; the page at sp, as the stack grows into it;
+ * the middle of a large frame whose bottom was written first) fails a whole
+ * copy: copy page by page instead, the rest of sp's page then whole ones,
+ * and mark the pages that failed (KT_SAMPLE_ABSENT_SHIFT) for user space,
+ * which never reads them. Returns the bytes up to the end of the last page
+ * copied, at most `len`. (What lies past the fourth page, at most 4 KB - 1
+ * bytes of the 16 KB, is left out: no verifier could bound its offset.)
+ */
+static __always_inline __u64 copy_stack_pages(__u8 *dst, __u64 sp, __u64 len, __u32 *flags)
+{
+	__u64 first = 4096 - (sp & 4095), got = 0;
 
-		if (n >= len)
-			continue;
-		if (n > KT_STACK_BYTES)
-			n = KT_STACK_BYTES;
-		if (bpf_probe_read_user(dst, n, (void *)sp) == 0)
-			return n;
-	}
-	return 0;
+	_Static_assert(KT_SAMPLE_ABSENT_PAGES == 4 && KT_STACK_BYTES == 4 * 4096,
+		       "page 3 (at most 12 KB from sp) and its 4 KB fit in KT_STACK_BYTES");
+	asm volatile("" : "+r"(first));
+	if (first > 4096)
+		return 0;
+	if (bpf_probe_read_user(dst, first, (void *)sp) == 0)
+		got = first;
+	else
+		*flags |= 1U << KT_SAMPLE_ABSENT_SHIFT;
+	copy_stack_page(dst, sp, len, first, 1, &got, flags);
+	copy_stack_page(dst, sp, len, first + 4096, 2, &got, flags);
+	copy_stack_page(dst, sp, len, first + 8192, 3, &got, flags);
+	return got < len ? got : len;
 }
 
 /* Bytes of user stack worth copying from sp: no further than its mapping. */
@@ -304,16 +332,20 @@ static __always_inline void submit_sized(struct kt_stack_sample *s, __u64 sp, __
 	}
 	off += py_bytes;
 	if (bpf_probe_read_user_dynptr(&ptr, off, len, (void *)sp) != 0) {
-		/* As copy_stack_prefix: keep what lies before a missing page. */
-		__u32 got = 0;
+		/* As copy_stack_pages, into the record. */
+		__u32 at = 0, n = first, got = 0;
 
-		for (int pages = 3; pages >= 0; pages--) {
-			__u32 n = first + 4096 * pages;
-
-			if (n < len && bpf_probe_read_user_dynptr(&ptr, off, n, (void *)sp) == 0) {
-				got = n;
+		for (int i = 0; i < KT_SAMPLE_ABSENT_PAGES; i++) {
+			if (at >= len)
 				break;
-			}
+			if (n > len - at)
+				n = len - at;
+			if (bpf_probe_read_user_dynptr(&ptr, off + at, n, (void *)(sp + at)) == 0)
+				got = at + n;
+			else
+				s->flags |= 1U << (KT_SAMPLE_ABSENT_SHIFT + i);
+			at += n;
+			n = 4096;
 		}
 		len = got;
 		if (!got)
@@ -374,7 +406,7 @@ KT_GLOBAL int kt_sample_stack(struct kt_stack_sample *s)
 	if (sc && py_bytes)
 		bpf_probe_read_kernel(ev->frames, sizeof(ev->frames), sc->frames);
 	if (bpf_probe_read_user(ev->stack, len, (void *)sp) != 0)
-		len = copy_stack_prefix(ev->stack, sp, len);
+		len = copy_stack_pages(ev->stack, sp, len, &s->flags);
 	if (!len)
 		no_stack(s);
 	s->stack_len = len;

@@ -178,6 +178,12 @@ struct kt_event_header {
 #define KT_SAMPLE_CAS 512   /* ... next to a LOCK CMPXCHG in user code (a CAS loop?) */
 #define KT_SAMPLE_CODE 1024 /* ... extra holds the code from ip - KT_CODE_BEFORE */
 #define KT_SAMPLE_PATH 2048 /* a file syscall's call: extra holds its path (NUL-ended) */
+/* Bits 16-19: pages of the copied stack that could not be read (bit 0: the
+ * one holding sp, then each next page), their bytes left as they were.
+ * Most often a page not present yet: the thread (or a sample of it in the
+ * kernel) at the instruction that faults it in as its stack grows. */
+#define KT_SAMPLE_ABSENT_SHIFT 16
+#define KT_SAMPLE_ABSENT_PAGES 4
 
 /* Bytes a sample carries beside the stack: the machine code around an
  * on-CPU sample's instruction (user space looks for a busy-wait loop in

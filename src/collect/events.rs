@@ -94,6 +94,10 @@ pub struct StackSample {
     pub bp: u64,
     /// User stack bytes starting at `sp`.
     pub stack: Vec<u8>,
+    /// Pages of `stack` that could not be read, their bytes meaningless:
+    /// bit 0 the page holding sp, then each next page (most often a page
+    /// the thread was faulting in as its stack grew).
+    pub absent_pages: u8,
     /// Taken with no user stack to read (the thread exiting, or its image
     /// replaced by execve): not a loss, and no user frames to show.
     pub no_user_stack: bool,
@@ -311,6 +315,9 @@ impl Event {
                     sp: ev.sp,
                     bp: ev.bp,
                     stack: stack.to_vec(),
+                    absent_pages: ((ev.flags >> KT_SAMPLE_ABSENT_SHIFT)
+                        & ((1 << KT_SAMPLE_ABSENT_PAGES) - 1))
+                        as u8,
                     no_user_stack: ev.flags & KT_SAMPLE_NO_USER != 0,
                     code: (ev.flags & KT_SAMPLE_CODE != 0).then(|| ev.extra.to_vec()),
                     path: (ev.flags & KT_SAMPLE_PATH != 0).then(|| {
@@ -446,6 +453,24 @@ mod tests {
                     (10, 11, 14, 64, 0x7ffd_0000)
                 );
                 assert_eq!(s.stack, vec![1, 2, 3]);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Issue 35: the pages of a stack that could not be read are named.
+    #[test]
+    fn a_stack_with_pages_that_could_not_be_read_names_them() {
+        let mut ev = Box::<types::kt_stack_event>::default();
+        ev.s.hdr.kind = KT_EV_STACK;
+        ev.s.flags = KT_SAMPLE_CPU | (0b1001 << KT_SAMPLE_ABSENT_SHIFT);
+        ev.s.sp = 0x7ffd_0ff0;
+        ev.s.stack_len = 3;
+        let words = record(&*ev);
+        match Event::decode(view(&words, size_of::<types::kt_stack_event>())) {
+            Some(Event::Stack(s)) => {
+                assert_eq!(s.absent_pages, 0b1001);
+                assert!(s.cpu.is_some() && s.stack.len() == 3);
             }
             other => panic!("unexpected {other:?}"),
         }

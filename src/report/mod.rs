@@ -877,6 +877,9 @@ pub struct JitProcess {
 pub struct Loss {
     /// Stack samples or process events lost to a full ring buffer.
     pub ringbuf_full: u64,
+    /// Stack samples of which no page from sp on could be copied (not
+    /// counted: a thread exiting, or inside execve past its point of no
+    /// return, which has no user stack to show).
     pub stack_read_failed: u64,
     /// Threads that could not be tracked (task storage allocation failed).
     pub task_storage_failed: u64,

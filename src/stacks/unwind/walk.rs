@@ -152,6 +152,12 @@ fn walk(
     let copied_end = s.sp + s.stack.len() as u64;
     let mut read_stack = |addr: u64| -> Result<u64, ()> {
         let off = addr.checked_sub(s.sp).ok_or(())? as usize;
+        if s.absent_pages != 0 && in_absent_page(s.sp, s.absent_pages, addr) {
+            // Not copied: a page never touched holds no frame, so the
+            // unwinder asks for it only where it is the loss.
+            beyond_copy = true;
+            return Err(());
+        }
         match s.stack.get(off..off.checked_add(8).ok_or(())?) {
             Some(bytes) => Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?)),
             None => {
@@ -175,6 +181,15 @@ fn walk(
     (frames, truncated)
 }
 
+/// Whether any of the 8 bytes at `addr` lies in a page of a stack copied
+/// from `sp` that could not be read (`absent`: bit 0 the page of sp).
+fn in_absent_page(sp: u64, absent: u8, addr: u64) -> bool {
+    let page_of = |a: u64| (a & !4095).wrapping_sub(sp & !4095) / 4096;
+    [page_of(addr), page_of(addr + 7)]
+        .iter()
+        .any(|&p| p < 8 && absent & (1 << p) != 0)
+}
+
 /// The frame at `frame` in process `pid`: in a module, in a JIT's
 /// anonymous code, or in no file kerntax can read.
 fn locate(regions: &[Region], pid: u32, frame: FrameAddress) -> FrameLoc {
@@ -196,5 +211,24 @@ fn locate(regions: &[Region], pid: u32, frame: FrameAddress) -> FrameLoc {
             addr: lookup,
             mapping: None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_absent_page;
+
+    /// Issue 35: a read lands in a page that could not be copied, or not.
+    #[test]
+    fn reads_in_pages_that_could_not_be_copied_are_refused() {
+        let sp = 0x7ffd_0ff0;
+        // sp's page absent: its last 16 bytes; the next page was copied.
+        assert!(in_absent_page(sp, 0b01, sp));
+        assert!(in_absent_page(sp, 0b01, 0x7ffd_0ff8 + 1), "straddles");
+        assert!(!in_absent_page(sp, 0b01, 0x7ffd_1000));
+        // Only the second page absent.
+        assert!(!in_absent_page(sp, 0b10, sp + 8));
+        assert!(in_absent_page(sp, 0b10, 0x7ffd_1ff8));
+        assert!(!in_absent_page(sp, 0b10, 0x7ffd_2000));
     }
 }
