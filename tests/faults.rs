@@ -722,7 +722,10 @@ fn a_stack_growing_into_new_pages_is_unwound_in_every_sample_issue_35() {
          {cut} cut short; loss {:?}",
         r.loss.nonzero()
     );
-    assert!(whole >= 100, "{whole} samples in deep_frame unwound to main");
+    assert!(
+        whole >= 100,
+        "{whole} samples in deep_frame unwound to main"
+    );
     assert!(faulting > 0, "no sample in deep_frame's page faults");
     assert!(
         cut <= r.loss.stacks_truncated,
