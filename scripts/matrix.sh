@@ -31,7 +31,7 @@ mapfile -t bins < <(cargo test --release --no-run --message-format=json \
 [ ${#bins[@]} -eq 3 ] || { echo "matrix: the test binaries were not built" >&2; exit 2; }
 # Of tests/faults.rs, the faults that the kernel's mapping events and
 # user-memory copies decide (both tests named issue_35 among them).
-faults_run="a_target_that_execs_mid_run issue_35 libraries_mapped_in_turn"
+faults_run="a_target_that_execs_mid_run issue_35 libraries_mapped_in_turn lost_mapping_change"
 kx=$PWD/target/release/kerntax
 cargo_bin=$(dirname "$(command -v cargo)")
 

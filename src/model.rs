@@ -104,6 +104,7 @@ pub struct KernelLoss {
     pub switch_in_unseen: u64,
     pub trace_ringbuf_full: u64,
     pub map_changes_unread: u64,
+    pub maps_lost_untracked: u64,
 }
 
 /// A process's calls of one poll-family syscall, summed over CPUs.

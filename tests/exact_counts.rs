@@ -346,8 +346,11 @@ const MAX_VERIFIED_INSNS: u64 = 40_000;
 /// The same for the object built for verifiers before 5.12/5.13 (issue
 /// 35), whose shared functions are static: checked once per call and
 /// state, sys_exit took 141,633 on 5.10 (962,767, near the limit of a
-/// million, before the interpreter walk became a global function).
-const MAX_VERIFIED_INSNS_OLD_VERIFIER: u64 = 250_000;
+/// million, before the interpreter walk became a global function), then
+/// 231,054 once each sample asked for the span of its process's lost
+/// mapping changes (two calls on each of its paths; a branch there instead
+/// went past the million).
+const MAX_VERIFIED_INSNS_OLD_VERIFIER: u64 = 300_000;
 
 /// Regression (issue 24, map changes): the verifier's work per hot program
 /// stays within MAX_VERIFIED_INSNS.

@@ -175,13 +175,102 @@ static __always_inline void file_path_parts(struct kt_map_change_event *ev, __u6
 	ev->flags |= KT_CHANGE_PATH_CUT;
 }
 
+/*
+ * A change that user space will not get whole: the ring buffer was full, or
+ * the memory map busy, or too many mappings for one event. The process's
+ * samples say so (their record's maps_lost_lo/hi, the span of what was
+ * lost) and user space names none of their frames there, until the ranges
+ * lost are sent again whole (kt_maps_resync, at the process's next system
+ * call) or a complete change covers them. Without this, the frames of a
+ * library whose loading was lost were named from a later read of /proc, by
+ * then maybe another library at its address (tests/faults.rs, once in CI
+ * on 6.12).
+ *
+ * The kt_send_* functions only say how it went (KT_SENT_*); their callers
+ * note it: a branch on it inside the lookup walk was taken once per way
+ * out of the walk, and 5.10's sys_exit went past a million instructions.
+ */
+#define KT_SENT_WHOLE 0
+#define KT_SENT_PART 1 /* sent, its mappings unread or too many */
+#define KT_SENT_LOST 2 /* not sent: the ring buffer full */
+
+static __always_inline void maps_lost(__u64 start, __u64 end)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct kt_maps_lost *l = bpf_map_lookup_elem(&kt_maps_lost, &tgid);
+	struct kt_maps_lost n = { .lo = start, .hi = end, .n = 1 };
+	__u32 i;
+
+	if (!l) {
+		n.ranges[0].start = start;
+		n.ranges[0].end = end;
+		if (bpf_map_update_elem(&kt_maps_lost, &tgid, &n, BPF_NOEXIST) != 0)
+			count_loss(maps_lost_untracked);
+		else
+			__sync_fetch_and_add(&kt_maps_lost_state.procs, 1);
+		return;
+	}
+	if (start < l->lo)
+		l->lo = start;
+	if (end > l->hi)
+		l->hi = end;
+	i = l->n;
+	if (i < KT_MAPS_LOST_RANGES) {
+		l->ranges[i & (KT_MAPS_LOST_RANGES - 1)].start = start;
+		l->ranges[i & (KT_MAPS_LOST_RANGES - 1)].end = end;
+		l->n = i + 1;
+		return;
+	}
+	/* Merged into the last: sent again as one range. */
+	if (start < l->ranges[KT_MAPS_LOST_RANGES - 1].start)
+		l->ranges[KT_MAPS_LOST_RANGES - 1].start = start;
+	if (end > l->ranges[KT_MAPS_LOST_RANGES - 1].end)
+		l->ranges[KT_MAPS_LOST_RANGES - 1].end = end;
+}
+
+/* What the current process lost is known again. */
+static __always_inline void maps_lost_forget(__u32 tgid)
+{
+	if (bpf_map_delete_elem(&kt_maps_lost, &tgid) == 0)
+		__sync_fetch_and_add(&kt_maps_lost_state.procs, -1);
+}
+
+/* How a change of [start, end) went (KT_SENT_*): one not whole is kept for
+ * the process's samples; one whole, in ring order before any sample that
+ * sees this, that covers all that was lost ends it. Global: checked once. */
+__attribute__((noinline)) int kt_note_change(__u64 start, __u64 end, int sent)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct kt_maps_lost *l;
+
+	if (sent != KT_SENT_WHOLE) {
+		maps_lost(start, end);
+		return 0;
+	}
+	if (!kt_maps_lost_state.procs)
+		return 0;
+	l = bpf_map_lookup_elem(&kt_maps_lost, &tgid);
+	if (l && start <= l->lo && l->hi <= end)
+		maps_lost_forget(tgid);
+	return 0;
+}
+
+/* How an event went, once submitted. */
+static __always_inline int sent_as(struct kt_map_change_event *ev)
+{
+	return ev->flags & (KT_CHANGE_UNREAD | KT_CHANGE_TRUNCATED) ? KT_SENT_PART : KT_SENT_WHOLE;
+}
+
 /* A change of [start, end) of the current process, its mappings not yet
- * filled in; None if the ring buffer is full (counted). */
+ * filled in; None if the ring buffer is full (counted), or every Nth with
+ * the fault for tests (kt_cfg_lose_map_changes). */
 static __always_inline struct kt_map_change_event *map_change_event(__u64 start, __u64 end)
 {
-	struct kt_map_change_event *ev;
+	struct kt_map_change_event *ev = 0;
+	__u32 every = kt_cfg_lose_map_changes;
 
-	ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
+	if (!every || ++kt_maps_lost_state.changes_made % every != 0)
+		ev = bpf_ringbuf_reserve(&kt_events, sizeof(*ev), 0);
 	if (!ev) {
 		count_loss(ringbuf_full);
 		return 0;
@@ -203,9 +292,13 @@ __attribute__((noinline)) int kt_send_map_gone(__u64 start, __u64 end)
 {
 	struct kt_map_change_event *ev = map_change_event(start, end);
 
-	if (ev)
-		bpf_ringbuf_submit(ev, 0);
-	return 0;
+	if (!ev) {
+		kt_note_change(start, end, KT_SENT_LOST);
+		return KT_SENT_LOST;
+	}
+	bpf_ringbuf_submit(ev, 0);
+	kt_note_change(start, end, KT_SENT_WHOLE);
+	return KT_SENT_WHOLE;
 }
 
 /* A slot of a change event filled with an executable file mapping. */
@@ -282,9 +375,10 @@ __attribute__((noinline)) int kt_send_map_walked(__u64 start, __u64 end, __u32 n
 {
 	struct kt_map_change_event *ev = map_change_event(start, end);
 	struct kt_walk w = { .addr = start };
+	int sent;
 
 	if (!ev)
-		return 0;
+		return KT_SENT_LOST;
 	do {
 		KT_TIMES_8(if (send_map_step(ev, &w, end) != KT_WALK_ON) break;)
 	} while (0);
@@ -306,24 +400,26 @@ __attribute__((noinline)) int kt_send_map_walked(__u64 start, __u64 end, __u32 n
 	}
 	if (w.first_file)
 		file_path_parts(ev, w.first_file);
+	sent = sent_as(ev);
 	bpf_ringbuf_submit(ev, 0);
-	return 0;
+	return sent;
 }
 
 /* Sends the executable file mappings now in [start, end) of the current
- * process. */
+ * process; how it went (KT_SENT_*). */
 __attribute__((noinline)) int kt_send_map_change(__u64 start, __u64 end)
 {
 	struct kt_map_change_event *ev;
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
 	__u64 first_file = 0;
+	int sent;
 
 	if (!kt_cfg_vma_iter || !bpf_iter_task_vma_new)
 		return kt_send_map_walked(start, end, 0);
 	ev = map_change_event(start, end);
 	if (!ev)
-		return 0;
+		return KT_SENT_LOST;
 	if (bpf_iter_task_vma_new(&it, bpf_get_current_task_btf(), start) != 0) {
 		ev->flags |= KT_CHANGE_UNREAD;
 	} else {
@@ -356,8 +452,20 @@ __attribute__((noinline)) int kt_send_map_change(__u64 start, __u64 end)
 	/* The first mapping's path, walked once the iterator is done. */
 	if (first_file)
 		file_path_parts(ev, first_file);
+	sent = sent_as(ev);
 	bpf_ringbuf_submit(ev, 0);
-	return 0;
+	return sent;
+}
+
+/* kt_send_map_change, how it went noted (kt_send_map_change itself is also
+ * kt_maps_resync's, which notes nothing). A function of its own: the note
+ * made in sys_exit took 5.10's verifier past a million instructions. */
+__attribute__((noinline)) int kt_send_map_noted(__u64 start, __u64 end)
+{
+	int sent = kt_send_map_change(start, end);
+
+	kt_note_change(start, end, sent);
+	return sent;
 }
 
 /*
@@ -397,7 +505,7 @@ static __always_inline void maps_exit(struct pt_regs *regs, __u32 nr, long ret)
 	if (!(regs->dx & KT_PROT_EXEC) || !change_range(addr, regs->si, &start, &end))
 		return;
 	if (kt_exec_file_map_in(start, end) != 0)
-		kt_send_map_change(start, end);
+		kt_send_map_noted(start, end);
 }
 
 /* The dynamic loader's mappings lie within this of its base. */
@@ -452,5 +560,45 @@ __attribute__((noinline)) int kt_send_exec_maps(void)
 	base = loader_base(mm) & ~KT_PAGE_MASK;
 	if (base)
 		kt_send_map_walked(base, base + KT_LOADER_SPAN, 1);
+	return 0;
+}
+
+/*
+ * At a system call's exit in a process with changes lost (maps_lost), once
+ * the ring buffer has room: the last range lost is sent again as it is
+ * now, in ring order; when none is left the process's samples are whole
+ * again. One range a call. One that still cannot be sent whole (the map
+ * busy again, too many mappings) is tried at the next call; until then
+ * the samples' frames in the span lost are left unnamed. (The lookup walk
+ * sends what it reaches: past a hole, or past KT_WALK_VMAS mappings, the
+ * range is read from /proc, as any change's there.)
+ */
+__attribute__((noinline)) int kt_maps_resync(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct kt_maps_lost *l = bpf_map_lookup_elem(&kt_maps_lost, &tgid);
+	__u64 start, end;
+	__u32 n, i;
+
+	if (!l || bpf_ringbuf_query(&kt_events, BPF_RB_AVAIL_DATA) > KT_RINGBUF_BYTES / 2)
+		return 0;
+	n = l->n;
+	if (n == 0 || n > KT_MAPS_LOST_RANGES) {
+		maps_lost_forget(tgid);
+		return 0;
+	}
+	i = (n - 1) & (KT_MAPS_LOST_RANGES - 1);
+	start = l->ranges[i].start;
+	end = l->ranges[i].end;
+	if (kt_send_map_change(start, end) != KT_SENT_WHOLE)
+		return 0;
+	/* Unless another thread lost one more meanwhile. */
+	l = bpf_map_lookup_elem(&kt_maps_lost, &tgid);
+	if (!l || l->n != n || l->ranges[i].start != start || l->ranges[i].end != end)
+		return 0;
+	if (n == 1)
+		maps_lost_forget(tgid);
+	else
+		l->n = n - 1;
 	return 0;
 }

@@ -150,6 +150,46 @@ struct {
 	__uint(max_entries, KT_RINGBUF_BYTES);
 } kt_events SEC(".maps");
 
+/* Per process, the span of its executable-mapping changes that user space
+ * did not get whole and no complete change has covered since; its samples
+ * carry it (KT_SAMPLE_MAPS_LOST, maps.bpf.h). Preallocated: filled from
+ * syscall tracepoints on every kernel. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KT_MAPS_LOST_PROCS);
+	__type(key, __u32);
+	__type(value, struct kt_maps_lost);
+} kt_maps_lost SEC(".maps");
+/* One variable in a section of its own: the two objects (KT_OLD_VERIFIER)
+ * placed separate globals in .bss in different orders. */
+struct kt_maps_lost_state {
+	__u32 procs;        /* records in kt_maps_lost: while 0, no lookup */
+	__u32 changes_made; /* for kt_cfg_lose_map_changes */
+};
+struct kt_maps_lost_state kt_maps_lost_state SEC(".data");
+/* A fault for tests (KERNTAX_FAULT_LOSE_MAP_CHANGES=N, collect/mod.rs): every
+ * Nth change of a process's mappings is lost as to a full ring buffer, and
+ * counted so (maps.bpf.h). */
+const volatile __u32 kt_cfg_lose_map_changes = 0;
+
+/* One end (`hi`: the end, else the start) of the span of the current
+ * process's mappings that its samples do not know (maps.bpf.h), 0 if none.
+ * Global, and called for both ends whatever they are: a branch on a lost
+ * span inside kt_sample_stack, which the old verifiers check once per path
+ * that reaches it, took 5.10's sys_exit past a million instructions. */
+__noinline __u64 kt_maps_lost_edge(__u32 hi)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct kt_maps_lost *l;
+
+	if (!kt_maps_lost_state.procs)
+		return 0;
+	l = bpf_map_lookup_elem(&kt_maps_lost, &tgid);
+	if (!l)
+		return 0;
+	return hi ? l->hi : l->lo;
+}
+
 static __always_inline struct kt_kernel_loss *loss(void)
 {
 	__u32 zero = 0;
@@ -387,6 +427,8 @@ KT_GLOBAL int kt_sample_stack(struct kt_stack_sample *s)
 	s->hdr.kind = KT_EV_STACK;
 	s->hdr.pid = pid_tgid >> 32;
 	s->hdr.tid = (__u32)pid_tgid;
+	s->maps_lost_lo = kt_maps_lost_edge(0);
+	s->maps_lost_hi = kt_maps_lost_edge(1);
 	if (len > KT_STACK_BYTES)
 		len = KT_STACK_BYTES;
 	/* The interpreter's frames sample_stack walked, in this CPU's scratch. */
@@ -713,6 +755,8 @@ int BPF_PROG(kt_sys_exit, struct pt_regs *regs, long ret)
 		sample_exit(regs, t, ret, delta_ns);
 	if (nr - KT_NR_MMAP <= KT_NR_MPROTECT - KT_NR_MMAP)
 		maps_exit(regs, nr, ret);
+	if (kt_maps_lost_state.procs)
+		kt_maps_resync();
 	return 0;
 }
 
@@ -898,6 +942,7 @@ int BPF_PROG(kt_exit, struct task_struct *p)
 
 		/* Its pid may be reused by a process that is none of ours. */
 		bpf_map_delete_elem(&kt_tgids, &tgid);
+		maps_lost_forget(tgid);
 		emit_exit_maps(p, KT_EV_EXIT_MAPS);
 	}
 	if (kt_cfg_trace)

@@ -137,6 +137,7 @@ struct kt_kernel_loss {
 	__u64 switch_in_unseen;      /* a thread back on a CPU with no sched_switch for it */
 	__u64 trace_ringbuf_full;    /* --perfetto records lost: their ring buffer full */
 	__u64 map_changes_unread;    /* a change of executable mappings whose mappings could not be read */
+	__u64 maps_lost_untracked;   /* a process's lost change not kept for its samples: kt_maps_lost full */
 };
 
 /* Event kinds (kt_event_header.kind); build.rs hands these to Rust. */
@@ -184,6 +185,25 @@ struct kt_event_header {
  * kernel) at the instruction that faults it in as its stack grows. */
 #define KT_SAMPLE_ABSENT_SHIFT 16
 #define KT_SAMPLE_ABSENT_PAGES 4
+/* Processes whose lost mapping changes are kept for their samples at once. */
+#define KT_MAPS_LOST_PROCS 4096
+/* Lost changes kept apart per process; more are merged into the last. */
+#define KT_MAPS_LOST_RANGES 4
+
+struct kt_range {
+	__u64 start;
+	__u64 end;
+};
+
+/* What kt_maps_lost keeps of a process: its lost changes' ranges, to send
+ * again, and their span, for its samples. */
+struct kt_maps_lost {
+	__u64 lo;
+	__u64 hi;
+	__u32 n;
+	__u32 pad;
+	struct kt_range ranges[KT_MAPS_LOST_RANGES];
+};
 
 /* Bytes a sample carries beside the stack: the machine code around an
  * on-CPU sample's instruction (user space looks for a busy-wait loop in
@@ -212,6 +232,12 @@ struct kt_stack_sample {
 	__u64 ip;
 	__u64 sp;
 	__u64 bp;
+	/* If hi > lo: its process had a change of executable mappings that
+	 * user space did not get whole (the ring buffer full, the memory map
+	 * busy) in [lo, hi), and none since: frames there may be in code user
+	 * space does not know (maps.bpf.h). */
+	__u64 maps_lost_lo;
+	__u64 maps_lost_hi;
 	__u32 stack_len;
 	__u16 py_frames;   /* Python frames' records (kt_py_frame) after this header */
 	__u16 py_flags;    /* KT_PY_*: whether and how the Python frames were read */

@@ -266,6 +266,7 @@ impl Collector<'_> {
             loss.switch_in_unseen += l.switch_in_unseen;
             loss.trace_ringbuf_full += l.trace_ringbuf_full;
             loss.map_changes_unread += l.map_changes_unread;
+            loss.maps_lost_untracked += l.maps_lost_untracked;
         }
         Ok(KernelCounters {
             syscalls,

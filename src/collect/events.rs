@@ -98,6 +98,9 @@ pub struct StackSample {
     /// bit 0 the page holding sp, then each next page (most often a page
     /// the thread was faulting in as its stack grew).
     pub absent_pages: u8,
+    /// Where its process's executable mappings are not known (a change of
+    /// them lost, none since): `start..end`, whose frames are not named.
+    pub maps_lost: Option<(u64, u64)>,
     /// Taken with no user stack to read (the thread exiting, or its image
     /// replaced by execve): not a loss, and no user frames to show.
     pub no_user_stack: bool,
@@ -133,6 +136,23 @@ impl StackSample {
             python: None,
             ruby: None,
             ..self.clone()
+        }
+    }
+
+    /// A CPU sample at `ip` with registers only, as the kernel sends one
+    /// (for tests elsewhere in the crate).
+    #[cfg(test)]
+    pub(crate) fn at(ip: u64, sp: u64) -> StackSample {
+        let mut ev = Box::<types::kt_stack_event>::default();
+        ev.s.hdr.kind = KT_EV_STACK;
+        ev.s.flags = KT_SAMPLE_CPU;
+        ev.s.ip = ip;
+        ev.s.sp = sp;
+        // SAFETY: kt_stack_event is Plain: integers only, valid as bytes.
+        let bytes = unsafe { plain::as_bytes(&*ev) };
+        match Event::decode(bytes) {
+            Some(Event::Stack(s)) => *s,
+            _ => unreachable!("a stack record decodes as one"),
         }
     }
 }
@@ -318,6 +338,8 @@ impl Event {
                     absent_pages: ((ev.flags >> KT_SAMPLE_ABSENT_SHIFT)
                         & ((1 << KT_SAMPLE_ABSENT_PAGES) - 1))
                         as u8,
+                    maps_lost: (ev.maps_lost_hi > ev.maps_lost_lo)
+                        .then_some((ev.maps_lost_lo, ev.maps_lost_hi)),
                     no_user_stack: ev.flags & KT_SAMPLE_NO_USER != 0,
                     code: (ev.flags & KT_SAMPLE_CODE != 0).then(|| ev.extra.to_vec()),
                     path: (ev.flags & KT_SAMPLE_PATH != 0).then(|| {
@@ -454,6 +476,31 @@ mod tests {
                 );
                 assert_eq!(s.stack, vec![1, 2, 3]);
             }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// A sample taken while its process had a mapping change lost carries
+    /// the span lost; one without the flag carries none.
+    #[test]
+    fn a_sample_after_a_lost_mapping_change_carries_its_span() {
+        let mut ev = Box::<types::kt_stack_event>::default();
+        ev.s.hdr.kind = KT_EV_STACK;
+        ev.s.flags = KT_SAMPLE_CALL;
+        ev.s.maps_lost_lo = 0x7f00_0000_0000;
+        ev.s.maps_lost_hi = 0x7f00_0000_4000;
+        let words = record(&*ev);
+        let len = size_of::<types::kt_stack_event>();
+        match Event::decode(view(&words, len)) {
+            Some(Event::Stack(s)) => {
+                assert_eq!(s.maps_lost, Some((0x7f00_0000_0000, 0x7f00_0000_4000)))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        ev.s.maps_lost_hi = 0;
+        let words = record(&*ev);
+        match Event::decode(view(&words, len)) {
+            Some(Event::Stack(s)) => assert_eq!(s.maps_lost, None),
             other => panic!("unexpected {other:?}"),
         }
     }

@@ -179,6 +179,7 @@ impl<'obj> Collector<'obj> {
             rodata.kt_cfg_open_iter = u32::from(features.has(OpenIterators));
             rodata.kt_cfg_vma_iter = u32::from(features.has(VmaIterator));
             rodata.kt_cfg_sized_records = u32::from(features.has(SizedRecords));
+            rodata.kt_cfg_lose_map_changes = lose_map_changes()?;
         }
         // Without --perfetto its ring stays one page and the new-task
         // wake-up hook unattached: the default mode pays nothing for it.
@@ -630,5 +631,21 @@ fn thread_counters(bytes: &[u8]) -> ThreadCounters {
         start_ns: r.start_ns,
         yields: r.yields,
         syscalls: r.syscalls,
+    }
+}
+
+/// `KERNTAX_FAULT_LOSE_MAP_CHANGES=N`: a fault for tests, every Nth change of
+/// a process's executable mappings lost in the kernel as to a full ring
+/// buffer (src/bpf/maps.bpf.h), so that what kerntax does with the samples
+/// after a lost change can be seen at will. Unset or 0: none.
+fn lose_map_changes() -> Result<u32> {
+    match std::env::var("KERNTAX_FAULT_LOSE_MAP_CHANGES") {
+        Err(_) => Ok(0),
+        Ok(v) => v.trim().parse().map_err(|_| {
+            anyhow::Error::new(crate::error::Exit::new(
+                2,
+                format!("KERNTAX_FAULT_LOSE_MAP_CHANGES: '{v}' is not a count"),
+            ))
+        }),
     }
 }

@@ -957,6 +957,18 @@ pub struct Loss {
     /// named in the mappings before the change.
     #[serde(default)]
     pub map_changes_unread: u64,
+    /// Processes whose lost mapping changes (a full ring buffer, a busy
+    /// memory map) the kernel could not keep for their samples (its table
+    /// of them full): their frames may be named in code that was no longer
+    /// mapped where they ran.
+    #[serde(default)]
+    pub maps_lost_untracked: u64,
+    /// Frames left unnamed ("[unknown]") because they lay where a change of
+    /// their process's executable mappings was lost and none had come
+    /// since: what code was there is not known, and a later read of /proc
+    /// may show another library at that address.
+    #[serde(default)]
+    pub frames_in_lost_maps: u64,
 }
 
 impl Loss {

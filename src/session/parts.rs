@@ -109,5 +109,7 @@ pub(crate) fn loss(
         cpu_stacks_unkept: 0,
         process_maps_forgotten: unwinding.exited_forgotten,
         map_changes_unread: kernel.map_changes_unread,
+        maps_lost_untracked: kernel.maps_lost_untracked,
+        frames_in_lost_maps: unwinding.stats.frames_in_lost_maps,
     }
 }

@@ -53,8 +53,10 @@ pub fn cut(maps: &[Mapping], start: u64, end: u64) -> Vec<Mapping> {
 
 /// `known` after a change: `start..end` emptied, then `now` (whole
 /// mappings) put in, clipped to the range; `path` names each by device and
-/// inode. An unread change leaves the range empty: a sample there has its
-/// map read again.
+/// inode. An unread change leaves the range empty; the kernel sends it
+/// again, and until then the process's samples leave their frames there
+/// unnamed (`StackSample::maps_lost`) rather than read /proc, which may
+/// show what was mapped there since.
 pub fn apply(
     known: &[Mapping],
     start: u64,

@@ -115,6 +115,7 @@ fn loss_since(l: &KernelLoss, e: &KernelLoss) -> KernelLoss {
         switch_in_unseen: s(l.switch_in_unseen, e.switch_in_unseen),
         trace_ringbuf_full: s(l.trace_ringbuf_full, e.trace_ringbuf_full),
         map_changes_unread: s(l.map_changes_unread, e.map_changes_unread),
+        maps_lost_untracked: s(l.maps_lost_untracked, e.maps_lost_untracked),
     }
 }
 

@@ -43,6 +43,9 @@ pub struct UnwindStats {
     pub maps_unavailable: u64,
     /// Stacks deeper than the bytes copied (or than MAX_FRAMES).
     pub truncated: u64,
+    /// Frames refused where their process's mapping changes were lost
+    /// (`StackSample::maps_lost`).
+    pub frames_in_lost_maps: u64,
 }
 
 /// A sample after unwinding: its stack and what it stands for.

@@ -86,25 +86,28 @@ impl Unwinding {
             }
         }
         let cache = self.caches.entry(owner).or_default();
-        let (mut frames, mut truncated) = walk(p, cache, s, owner);
+        let (mut frames, mut truncated, mut refused) = walk(p, cache, s, owner);
         // A frame in no mapping known: code mapped since the map was read
         // (a library loaded late, a JIT's code cache grown). Read it again,
-        // at most once per batch of samples.
+        // at most once per batch of samples; not for a refused frame, which
+        // /proc would name after what is mapped there now.
         let outside = |frames: &[FrameLoc]| {
             frames
                 .iter()
                 .any(|f| matches!(f, FrameLoc::Unmapped { mapping: None, .. }))
         };
-        if outside(&frames)
+        if !refused
+            && outside(&frames)
             && self.reread.insert(owner)
             && let Ok(mappings) = maps::read(owner)
         {
             self.reread(owner, mappings);
             if let Some(p) = self.procs.get(&owner) {
                 let cache = self.caches.entry(owner).or_default();
-                (frames, truncated) = walk(p, cache, s, owner);
+                (frames, truncated, refused) = walk(p, cache, s, owner);
             }
         }
+        self.stats.frames_in_lost_maps += u64::from(refused);
         if truncated {
             self.stats.truncated += 1;
         }
@@ -137,14 +140,18 @@ fn add_lookups((hits, all): (u64, u64), cache: &CacheX86_64) -> (u64, u64) {
     (hits + st.hit_count, all + st.total())
 }
 
-/// Walks the stack of `s` in process `p` (`owner`): its frames, and whether
-/// it was cut short.
+/// Walks the stack of `s` in process `p` (`owner`): its frames, whether it
+/// was cut short, and whether it ended at a frame refused for lying where
+/// the process's mapping changes were lost (`StackSample::maps_lost`: the
+/// code there is not known, so neither is its name nor how to unwind past
+/// it; the map kerntax holds may show the library before the change, a
+/// read of /proc one loaded since).
 fn walk(
     p: &Process,
     cache: &mut CacheX86_64,
     s: &StackSample,
     owner: u32,
-) -> (Vec<FrameLoc>, bool) {
+) -> (Vec<FrameLoc>, bool, bool) {
     // Set when the unwinder wanted stack beyond the bytes copied: the one
     // way a stack is cut short rather than ended (a trampoline without
     // unwind info, like ld.so's _start or makecontext's, just ends it).
@@ -169,16 +176,25 @@ fn walk(
     let regs = UnwindRegsX86_64::new(s.ip, s.sp, s.bp);
     let mut iter = p.unwinder.iter_frames(s.ip, regs, cache, &mut read_stack);
     let mut frames = Vec::new();
-    let mut truncated = false;
+    let (mut truncated, mut refused) = (false, false);
     while let Ok(Some(frame)) = iter.next() {
         if frames.len() == MAX_FRAMES {
             truncated = true;
             break;
         }
+        let addr = frame.address_for_lookup();
+        if s.maps_lost.is_some_and(|(lo, hi)| (lo..hi).contains(&addr)) {
+            frames.push(FrameLoc::Unmapped {
+                addr,
+                mapping: None,
+            });
+            refused = true;
+            break;
+        }
         frames.push(locate(&p.regions, owner, frame));
     }
     truncated |= beyond_copy;
-    (frames, truncated)
+    (frames, truncated, refused)
 }
 
 /// Whether any of the 8 bytes at `addr` lies in a page of a stack copied
@@ -216,7 +232,50 @@ fn locate(regions: &[Region], pid: u32, frame: FrameAddress) -> FrameLoc {
 
 #[cfg(test)]
 mod tests {
-    use super::in_absent_page;
+    use super::*;
+    use framehop::x86_64::UnwinderX86_64;
+
+    /// A frame where its process's mapping changes were lost is not named
+    /// from the map kerntax holds (which may show the library before the
+    /// change): it is `[unknown]` and the walk ends there; one outside the
+    /// span, or a sample without one, is located as ever.
+    #[test]
+    fn a_frame_where_mapping_changes_were_lost_is_refused() {
+        let p = Process {
+            regions: vec![Region {
+                start: 0x1000,
+                end: 0x3000,
+                module: None,
+                name: Some("/lib/libold.so".into()),
+            }],
+            unwinder: UnwinderX86_64::new(),
+        };
+        let mut cache = CacheX86_64::new();
+        let mut s = StackSample::at(0x1800, 0x7ffd_0000);
+        s.maps_lost = Some((0x1000, 0x2000));
+        let (frames, _, refused) = walk(&p, &mut cache, &s, 7);
+        assert!(refused);
+        assert_eq!(
+            frames,
+            vec![FrameLoc::Unmapped {
+                addr: 0x1800,
+                mapping: None
+            }]
+        );
+        for lost in [Some((0x2000, 0x3000)), None] {
+            s.maps_lost = lost;
+            let (frames, _, refused) = walk(&p, &mut cache, &s, 7);
+            assert!(!refused, "{lost:?}");
+            assert_eq!(
+                frames.first(),
+                Some(&FrameLoc::Unmapped {
+                    addr: 0x1800,
+                    mapping: Some("/lib/libold.so".into())
+                }),
+                "{lost:?}"
+            );
+        }
+    }
 
     /// Issue 35: a read lands in a page that could not be copied, or not.
     #[test]
