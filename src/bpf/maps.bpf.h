@@ -580,7 +580,7 @@ __attribute__((noinline)) int kt_maps_resync(void)
 	__u64 start, end;
 	__u32 n, i;
 
-	if (!l || bpf_ringbuf_query(&kt_events, BPF_RB_AVAIL_DATA) > KT_RINGBUF_BYTES / 2)
+	if (!l || ringbuf_busy())
 		return 0;
 	n = l->n;
 	if (n == 0 || n > KT_MAPS_LOST_RANGES) {

@@ -152,7 +152,7 @@ struct {
 
 /* Per process, the span of its executable-mapping changes that user space
  * did not get whole and no complete change has covered since; its samples
- * carry it (KT_SAMPLE_MAPS_LOST, maps.bpf.h). Preallocated: filled from
+ * carry it (kt_stack_sample's maps_lost_lo/hi, maps.bpf.h). Preallocated: filled from
  * syscall tracepoints on every kernel. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -481,7 +481,7 @@ mod tests {
     }
 
     /// A sample taken while its process had a mapping change lost carries
-    /// the span lost; one without the flag carries none.
+    /// the span lost; one whose span is empty (hi not above lo) carries none.
     #[test]
     fn a_sample_after_a_lost_mapping_change_carries_its_span() {
         let mut ev = Box::<types::kt_stack_event>::default();
