@@ -348,6 +348,14 @@ impl<'obj> Collector<'obj> {
             .is_some_and(|b| b.kt_map_events_on != 0)
     }
 
+    /// Whether the kernel sends a process's mappings as its image ends:
+    /// at its exec (sched_prepare_exec) or its exit (the exit tracepoint
+    /// before the memory map goes).
+    pub fn image_maps_sent(&self) -> bool {
+        use features::Facility::{ExitKeepsMm, PrepareExec};
+        self.features.has(PrepareExec) || self.features.has(ExitKeepsMm)
+    }
+
     /// Like `snapshot`, and moves what each live thread keeps pending (its
     /// off-CPU time and wake-ups since the key it counts them under last
     /// changed) into the maps, for a live view's window. While the programs

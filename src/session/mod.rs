@@ -363,6 +363,7 @@ pub fn profile_watched(
     phases.mark("starting the target, reading its maps");
     let baseline = track(&collector, &target)?;
     unwinding.map_events = collector.map_events_on();
+    unwinding.image_maps = collector.image_maps_sent();
     register_pythons(&collector, &mut unwinding);
     if !target.is_child {
         // A running server registered its fds with epoll before now.

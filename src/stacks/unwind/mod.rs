@@ -70,6 +70,10 @@ pub struct Unwinding {
     /// Samples of processes whose memory map could not be read, waiting for
     /// their exit mappings.
     pending: HashMap<u32, Vec<StackSample>>,
+    /// The program each process runs, by (device, inode): as its exec
+    /// named it, its parent's if forked, its executable's when first read.
+    /// A map from /proc that does not map it is of a later image.
+    images: HashMap<u32, (u64, u64)>,
     /// Commands kerntax forked and that have not exec'd yet: their stacks
     /// are kerntax's own code, not the command's.
     before_exec: HashSet<u32>,
@@ -96,6 +100,10 @@ pub struct Unwinding {
     /// The kernel sends changes of executable file mappings in ring order
     /// (`map_change`): a read of /proc then fills in around them.
     pub map_events: bool,
+    /// The kernel sends a process's mappings as its image ends (at exec,
+    /// 6.10+; at exit, 6.17+): a sample of an image replaced before its
+    /// map was read waits for them.
+    pub image_maps: bool,
     pub stats: UnwindStats,
 }
 
@@ -107,6 +115,9 @@ impl Unwinding {
 
     pub fn on_fork(&mut self, pid: u32, ppid: u32) {
         self.forked_from.insert(pid, ppid);
+        if let Some(&image) = self.images.get(&ppid) {
+            self.images.insert(pid, image);
+        }
     }
 
     /// A new program image: the old mappings are gone. Reads the new ones at
@@ -136,9 +147,9 @@ impl Unwinding {
                 )
         };
         if let Ok(meta) = std::fs::metadata(&path) {
-            self.paths
-                .entry((maps_dev(meta.dev()), meta.ino()))
-                .or_insert(path);
+            let image = (maps_dev(meta.dev()), meta.ino());
+            self.images.insert(pid, image);
+            self.paths.entry(image).or_insert(path);
         }
     }
 
@@ -158,7 +169,7 @@ impl Unwinding {
         let owner = if self.pending.contains_key(&s.pid) {
             None
         } else {
-            self.maps_for(s.pid, s.ip)
+            self.maps_for(&s)
         };
         match owner {
             Some(owner) => out.push(self.unwind(&s, owner)),
@@ -208,6 +219,7 @@ impl Unwinding {
     /// need them, and its maps stay among the last MAX_EXITED_KEPT.
     fn gone(&mut self, pid: u32) {
         self.drop_cache(pid);
+        self.images.remove(&pid);
         if !self.forked_from.values().any(|&parent| parent == pid) {
             self.procs.remove(&pid);
         }
@@ -257,80 +269,4 @@ impl Unwinding {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use framehop::x86_64::UnwinderX86_64;
-
-    /// Issue 21: every exited process's maps were kept for as long as
-    /// kerntax ran. The last MAX_EXITED_KEPT stay (lock addresses are
-    /// named from them), the rest are let go and counted; a live process
-    /// that reused an old pid keeps its own.
-    #[test]
-    fn exited_processes_maps_are_bounded_and_counted_issue_21() {
-        let mut u = Unwinding::default();
-        let mut out = Vec::new();
-        let n = MAX_EXITED_KEPT as u32;
-        for pid in 1..=n {
-            u.on_exit_maps(pid, &[], &mut out);
-        }
-        assert_eq!((u.mappings.len(), u.exited_forgotten), (MAX_EXITED_KEPT, 0));
-        // Pid 2 is used again by a live process.
-        u.procs.insert(
-            2,
-            Process {
-                regions: Vec::new(),
-                unwinder: UnwinderX86_64::new(),
-            },
-        );
-        for pid in n + 1..=n + 3 {
-            u.on_exit_maps(pid, &[], &mut out);
-        }
-        assert_eq!(u.exited_forgotten, 2);
-        assert!(!u.mappings.contains_key(&1) && !u.mappings.contains_key(&3));
-        assert!(u.mappings.contains_key(&2) && u.mappings.contains_key(&4));
-        assert_eq!(u.mappings.len(), MAX_EXITED_KEPT + 1);
-        assert!(out.is_empty());
-    }
-
-    /// Issue 35: a process gone before its exec was handled (its /proc
-    /// unreadable) keeps the code the kernel sent for it where map changes
-    /// are sent, and has nothing kept where they are not.
-    #[test]
-    fn a_process_gone_before_its_exec_is_handled_keeps_what_was_sent_issue_35() {
-        let gone = u32::MAX - 7; // above pid_max: /proc/PID/maps never reads
-        let code = ExitMapping {
-            start: 0x5000_0000,
-            end: 0x5000_4000,
-            offset: 0x1000,
-            dev: 0,
-            inode: 42,
-            executable: true,
-            heap: false,
-        };
-        let change = crate::collect::MapChange {
-            pid: gone,
-            start: code.start,
-            end: code.end,
-            maps: vec![code.clone()],
-            unread: false,
-            truncated: false,
-            path: None,
-        };
-        for map_events in [true, false] {
-            let mut u = Unwinding {
-                map_events,
-                ..Unwinding::default()
-            };
-            u.on_exec(gone, "/nonexistent/prog");
-            u.on_map_change(&change);
-            let kept = u.mappings.get(&gone).map(|m| {
-                m.iter()
-                    .map(|x| (x.start, x.end, x.inode))
-                    .collect::<Vec<_>>()
-            });
-            let want = map_events.then(|| vec![(code.start, code.end, 42)]);
-            assert_eq!(kept, want, "map_events {map_events}");
-            assert_eq!(u.procs.contains_key(&gone), map_events);
-        }
-    }
-}
+mod tests;

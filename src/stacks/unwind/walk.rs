@@ -66,19 +66,15 @@ impl Unwinding {
                 },
             };
         }
+        // The sample's own address where its mapping changes were lost:
+        // refused as any frame there (`walk`), whatever the map shows.
+        if in_lost_span(s, s.ip) {
+            self.stats.frames_in_lost_maps += 1;
+            return unmapped_at_ip(s);
+        }
         let Some(p) = self.procs.get(&owner).filter(|p| p.covers(s.ip)) else {
             self.stats.maps_unavailable += 1;
-            let stack = UnwoundStack {
-                frames: vec![FrameLoc::Unmapped {
-                    addr: s.ip,
-                    mapping: None,
-                }],
-                truncated: false,
-            };
-            return Unwound {
-                sample: s.without_stack(),
-                stack,
-            };
+            return unmapped_at_ip(s);
         };
         if !self.caches.contains_key(&owner) && self.caches.len() >= MAX_RULE_CACHES {
             for (_, c) in std::mem::take(&mut self.caches) {
@@ -134,6 +130,20 @@ impl Unwinding {
     }
 }
 
+/// `s` unwound no further than its own address, in no mapping known.
+fn unmapped_at_ip(s: &StackSample) -> Unwound {
+    Unwound {
+        sample: s.without_stack(),
+        stack: UnwoundStack {
+            frames: vec![FrameLoc::Unmapped {
+                addr: s.ip,
+                mapping: None,
+            }],
+            truncated: false,
+        },
+    }
+}
+
 /// `(hits, all)` plus a rule cache's lookups.
 fn add_lookups((hits, all): (u64, u64), cache: &CacheX86_64) -> (u64, u64) {
     let st = cache.stats();
@@ -183,7 +193,7 @@ fn walk(
             break;
         }
         let addr = frame.address_for_lookup();
-        if s.maps_lost.is_some_and(|(lo, hi)| (lo..hi).contains(&addr)) {
+        if in_lost_span(s, addr) {
             frames.push(FrameLoc::Unmapped {
                 addr,
                 mapping: None,
@@ -195,6 +205,12 @@ fn walk(
     }
     truncated |= beyond_copy;
     (frames, truncated, refused)
+}
+
+/// Whether `addr` lies where the mapping changes of the process of `s`
+/// were lost when it was taken (`StackSample::maps_lost`).
+pub(super) fn in_lost_span(s: &StackSample, addr: u64) -> bool {
+    s.maps_lost.is_some_and(|(lo, hi)| (lo..hi).contains(&addr))
 }
 
 /// Whether any of the 8 bytes at `addr` lies in a page of a stack copied
