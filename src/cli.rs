@@ -270,7 +270,7 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-pub fn stdout_is_tty() -> bool {
+fn stdout_is_tty() -> bool {
     std::io::stdout().is_terminal()
 }
 
@@ -415,7 +415,7 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
             verbose,
         }),
         Command::Report { report, files } => {
-            let r = crate::report::read::read(&report)?;
+            let r = crate::report_file::read(&report)?;
             let outputs = files.outputs(None);
             if outputs.is_empty() {
                 let report = text::render(&r, stdout_is_tty());
@@ -429,8 +429,8 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
             after,
             json,
         } => {
-            let before = crate::report::read::read(&before)?;
-            let after = crate::report::read::read(&after)?;
+            let before = crate::report_file::read(&before)?;
+            let after = crate::report_file::read(&after)?;
             let d = crate::diff::diff(&before, &after);
             print!("{}", crate::render::diff_text::render(&d));
             if let Some(path) = json {

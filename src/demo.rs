@@ -330,7 +330,7 @@ pub fn run(opts: &DemoOptions<'_>) -> Result<i32> {
     let dir = tempfile::tempdir().context("creating a directory for the lab programs")?;
     std::fs::create_dir_all(opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
-    let color = crate::cli::stdout_is_tty();
+    let color = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let mut stories = vec![];
     for s in scenarios {
         println!("=== {}: {}", s.name, s.story);
@@ -450,7 +450,7 @@ fn index_page(stories: &[Story]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::build::{build, tests::sample_inputs};
+    use crate::analyze::build::{build, tests::sample_inputs};
 
     #[test]
     fn comparison_shows_both_sides_and_the_change() {

@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn a_semaphore_keeps_its_identity_across_runs_though_its_id_changes() {
         let mut b = crate::findings::tests::base();
-        let mut l = crate::report::build::tests::sample_lock(LockKind::SysvSem, "x");
+        let mut l = crate::analyze::build::tests::sample_lock(LockKind::SysvSem, "x");
         l.symbol = None;
         l.semid = Some(1);
         l.semnum = Some(2);

@@ -227,7 +227,7 @@ pub fn elf_file(data: &[u8]) {
 /// Every output `kerntax report` makes of a report it read, and `diff` of
 /// it with itself; a report written out reads back to the same JSON.
 pub fn report_json(data: &[u8]) {
-    let Ok(r) = crate::report::read::parse(data) else {
+    let Ok(r) = crate::report_file::parse(data) else {
         return;
     };
     outputs(&r);
@@ -243,7 +243,7 @@ fn outputs(r: &Report) {
     let _ = crate::render::diff_text::render(&d);
     let _ = serde_json::to_string(&d).expect("a diff serializes");
     let json = crate::render::json::render(r);
-    let again = crate::report::read::parse(json.as_bytes()).expect("a written report reads back");
+    let again = crate::report_file::parse(json.as_bytes()).expect("a written report reads back");
     assert_eq!(crate::render::json::render(&again), json);
 }
 
@@ -336,7 +336,7 @@ fn base_page() -> &'static str {
 fn base_report() -> Report {
     static BASE: std::sync::OnceLock<Report> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
-        let mut r = crate::report::read::parse(include_bytes!("../tests/golden/report.json"))
+        let mut r = crate::report_file::parse(include_bytes!("../tests/golden/report.json"))
             .expect("the golden report reads");
         r.threads.truncate(2);
         r.locks.truncate(2);

@@ -2,6 +2,12 @@
 //! counted, already out of BPF's per-CPU and byte layouts, so everything after
 //! collection is pure and testable without BPF.
 
+/// A named stack, innermost first, shared by every key that has it: the
+/// on-CPU keys (thread x kernel stack x user stack) outnumber the distinct
+/// stacks tenfold on a server, and a copy per key made the end of a long
+/// run its memory peak (issue 21).
+pub type Frames = std::sync::Arc<[String]>;
+
 /// Adds histogram `b` into `a`, slot by slot.
 pub fn add_hist(a: &mut Vec<u64>, b: &[u64]) {
     if a.len() < b.len() {

@@ -2,7 +2,6 @@
 //! the per-function user/kernel split (spinning is `analyze::spin`'s).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
 use crate::model::FrameLoc;
 use crate::report::{CpuFunction, CpuProfile, FoldedStack};
@@ -11,11 +10,7 @@ use crate::report::{CpuFunction, CpuProfile, FoldedStack};
 const MAX_FUNCTIONS: usize = 50;
 const MAX_FOLDED: usize = 500;
 
-/// A named stack, innermost first, shared by every key that has it: the
-/// on-CPU keys (thread x kernel stack x user stack) outnumber the distinct
-/// stacks tenfold on a server, and a copy per key made the end of a long
-/// run its memory peak (issue 21).
-pub type Frames = Arc<[String]>;
+pub use crate::model::Frames;
 
 /// Symbolized on-CPU samples from one user and kernel stack.
 #[derive(Clone, Debug)]

@@ -1,11 +1,13 @@
-//! The analyses: each turns the kernel's counters and the symbolized
-//! samples into one part of the report. One module per analysis; `run`
-//! symbolizes the samples once and hands each analysis what it reads, in
-//! the order their results depend on each other (lock kinds before off-CPU
-//! reasons, both before the wait sites).
+//! The analyses: each turns the kernel's counters and the named samples
+//! (`recording::Named`) into one part of the report. One module per
+//! analysis; `run` hands each what it reads, in the order their results
+//! depend on each other (lock kinds before off-CPU reasons, both before
+//! the wait sites). Nothing here reads the unwinder's state.
 
 pub mod aggregate;
+pub mod build;
 pub mod cpu;
+pub mod latency;
 pub mod locks;
 pub mod polls;
 pub mod runtime_locks;
@@ -17,17 +19,15 @@ pub mod waits;
 use std::collections::HashMap;
 
 use crate::model::{KernelCounters, LockKey, OffReason};
-use crate::report::build::SampledSite;
+use crate::recording::{KernelStacks, Named};
 use crate::report::{
     Blocker, CpuProfile, LockReport, OffCpuThread, PollReport, SpinReport, WaitSite, WakeupReport,
 };
-use crate::stacks::kallsyms::KernelStacks;
-use crate::stacks::symbolize::Symbols;
-use crate::stacks::unwind::Unwinding;
 use crate::tally::{SampleTally, StackId};
 use aggregate::ThreadUsage;
+use build::SampledSite;
 use cpu::CpuSite;
-use locks::{LockSite, name::LockName};
+use locks::LockSite;
 use sched::{OffCpuSite, WakeSite};
 
 /// What the analyses made of the counters and samples, symbolized.
@@ -55,44 +55,16 @@ pub struct Analyses {
 pub fn run(
     kernel: &KernelCounters,
     tally: &SampleTally,
+    named: &Named,
     kernel_stacks: &KernelStacks,
-    unwinding: &mut Unwinding,
     threads: &[ThreadUsage],
     duration_ns: u64,
     cpu_hz: u64,
 ) -> Analyses {
-    // Lock names first: they read the mappings (mutably), which the stacks'
-    // runtime test below only looks at.
-    let lock_names: HashMap<LockKey, LockName> = kernel
-        .locks
-        .iter()
-        .map(|(key, _)| (*key, locks::name::name(unwinding, key)))
-        .collect();
-    let symbols = Symbols::resolve_cached(
-        unwinding.names_cache.as_mut(),
-        &unwinding.modules,
-        &unwinding.jit_maps,
-        &unwinding.python,
-        &unwinding.ruby,
-        tally.stacks().flat_map(|s| &s.frames),
-    );
-    // Each distinct stack named once; the keys share it (`cpu::Frames`).
-    let named: HashMap<StackId, (cpu::Frames, usize)> = tally
-        .stack_ids()
-        .map(|id| {
-            let frames = &tally.stack(id).frames;
-            (
-                id,
-                (
-                    symbols.stack(frames).into(),
-                    symbols.runtime_prefix(&unwinding.modules, frames),
-                ),
-            )
-        })
-        .collect();
-    let shared = |id: &StackId| named[id].0.clone();
-    let frames = |id: &StackId| named[id].0.to_vec();
-    let runtime = |id: &StackId| named[id].1;
+    let lock_names = &named.lock_names;
+    let shared = |id: &StackId| named.stacks[id].frames.clone();
+    let frames = |id: &StackId| named.stacks[id].frames.to_vec();
+    let runtime = |id: &StackId| named.stacks[id].runtime;
     let lock_sites: Vec<LockSite> = tally
         .locks
         .iter()
@@ -122,7 +94,7 @@ pub fn run(
                 key: *key,
                 frames: frames(stack),
                 runtime: runtime(stack),
-                truncated: tally.stack(*stack).truncated,
+                truncated: named.stacks[stack].truncated,
                 tally: t.clone(),
             })
             .collect::<Vec<_>>(),
@@ -154,14 +126,14 @@ pub fn run(
         futile: &kernel.locks.iter().map(|(k, c)| (*k, c.futile)).collect(),
         threads,
         comms: &comms,
-        lock_names: &lock_names,
+        lock_names,
         duration_ns,
     });
     let locks = locks::build(
         &kernel.locks,
         &kernel.lock_waiters,
         &lock_sites,
-        &lock_names,
+        lock_names,
         &waits.lock_class,
         duration_ns,
     );
@@ -223,7 +195,7 @@ pub fn run(
                 .unwrap_or_default(),
             samples,
             at: (!c.in_kernel)
-                .then(|| tally.stack(*stack).frames.first().cloned())
+                .then(|| named.stacks[stack].leaf.clone())
                 .flatten(),
         })
         .collect();
@@ -270,6 +242,6 @@ pub fn run(
         wakeups,
         cpu_samples: cpu::profile(&cpu_sites, cpu_hz),
         spin: spin::spin(&cpu_sites, &tally.code, threads, duration_ns),
-        unresolved_frames: symbols.unresolved + kernel_stacks.unresolved,
+        unresolved_frames: named.unresolved_frames + kernel_stacks.unresolved,
     }
 }

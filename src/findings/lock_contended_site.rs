@@ -10,8 +10,8 @@
 //! comes first; this one follows it.
 
 use super::common::*;
-use crate::render::text::short;
 use crate::report::{Culprit, CulpritKind, Finding, Report};
+use crate::units::short;
 
 pub const ID: &str = "lock.contended-site";
 /// Threads or processes waiting there.

@@ -6,8 +6,8 @@
 //! for waiting miss it; the system time and the rate give it away.
 
 use super::common::*;
-use crate::render::text::short;
 use crate::report::{Finding, Report};
+use crate::units::short;
 
 pub const ID: &str = "lock.futile-churn";
 /// Wait calls on the lock per second.

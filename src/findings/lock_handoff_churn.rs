@@ -8,8 +8,8 @@
 //! may already be adaptive, and its fix would not be this one.
 
 use super::common::*;
-use crate::render::text::short;
 use crate::report::{Finding, LockKind, Report};
+use crate::units::short;
 
 pub const ID: &str = "lock.handoff-churn";
 /// Futex wake-ups of waiters per second.

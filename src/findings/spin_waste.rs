@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use super::common::*;
-use crate::render::text::short;
 use crate::report::{Culprit, CulpritKind, Finding, Report, SpinLoop};
+use crate::units::short;
 
 pub const ID: &str = "spin.waste";
 /// Share of on-CPU samples in spin-wait loops, all loops together.

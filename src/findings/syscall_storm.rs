@@ -17,8 +17,8 @@
 //! a file syscall's storm names the file its calls name.
 
 use super::common::*;
-use crate::render::text::short;
 use crate::report::{Culprit, CulpritKind, Finding, Report, SyscallReport};
+use crate::units::short;
 
 pub const ID: &str = "syscall.storm";
 pub const MIN_CALLS_PER_S: f64 = 10_000.0;

@@ -2,7 +2,7 @@
 //! of its thresholds: it fires on one side only.
 
 use super::*;
-use crate::report::build::{build, tests::sample_inputs, tests::sample_lock};
+use crate::analyze::build::{build, tests::sample_inputs, tests::sample_lock};
 use crate::report::*;
 
 const WALL: u64 = 1_000_000_000;
@@ -126,7 +126,7 @@ fn read_paths_are_told_by_their_verbs() {
 /// A contended site: `waiters` threads (in `processes`) waiting there
 /// `waiting` of their time, on `locks`, released by `mechanism`.
 fn site(function: &str, waiters: u32, waiting: f64, locks: &[&str], mechanism: &str) -> WaitSite {
-    let mut s = crate::report::build::tests::sample_wait_site();
+    let mut s = crate::analyze::build::tests::sample_wait_site();
     s.function = format!("{function}(int)");
     s.via = vec![];
     s.class = WaitClass::Contention;

@@ -182,8 +182,8 @@ fn own_wait(r: &Report, tid: u32) -> String {
         });
     format!(
         "It waits itself for {} of the run ({}{}){by}: that is what paces it.",
-        crate::render::text::duration(top.ns),
-        crate::render::sched_text::reason_name(top.reason),
+        crate::units::duration(top.ns),
+        top.reason.name(),
         if calls.is_empty() {
             String::new()
         } else {

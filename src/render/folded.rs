@@ -60,7 +60,7 @@ pub fn offcpu(r: &Report) -> Stacks {
     let mut out = Stacks::new();
     for t in &r.offcpu {
         for reason in &t.reasons {
-            let name = super::sched_text::reason_name(reason.reason).to_string();
+            let name = reason.reason.name().to_string();
             let sampled: u64 = reason.stacks.iter().map(|s| s.ns).sum();
             for s in &reason.stacks {
                 out.push((rooted(Some(name.clone()), &s.frames, None), s.ns));

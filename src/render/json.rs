@@ -50,7 +50,7 @@ pub fn write(report: &Report, path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::build::{build, tests::sample_inputs};
+    use crate::analyze::build::{build, tests::sample_inputs};
 
     #[test]
     fn golden_report() {

@@ -87,7 +87,7 @@ impl Outputs {
 #[cfg(test)]
 mod tests {
     use super::Outputs;
-    use crate::report::build::{build, tests::sample_inputs};
+    use crate::analyze::build::{build, tests::sample_inputs};
 
     /// Issue 24 review: with --json and --html both unwritable, only the
     /// first failure was said.

@@ -19,18 +19,6 @@ const COLUMNS: [(OffCpuReason, &str); 7] = [
     (OffCpuReason::Other, "OTHER"),
 ];
 
-pub(crate) fn reason_name(r: OffCpuReason) -> &'static str {
-    match r {
-        OffCpuReason::Lock => "lock",
-        OffCpuReason::WaitingForWork => "waiting for work",
-        OffCpuReason::IoMultiplexing => "poll/select/epoll",
-        OffCpuReason::BlockingSyscall => "blocking syscall",
-        OffCpuReason::Sleep => "sleep",
-        OffCpuReason::Involuntary => "involuntary",
-        OffCpuReason::Other => "other",
-    }
-}
-
 fn cell(t: &OffCpuThread, r: OffCpuReason) -> String {
     t.reasons
         .iter()
@@ -63,7 +51,7 @@ pub(crate) fn offcpu(r: &Report, out: &mut String) {
         if i < THREADS_WITH_STACKS
             && let Some(top) = t.reasons.iter().find(|x| !x.stacks.is_empty())
         {
-            stack(out, reason_name(top.reason), &top.stacks[0].frames);
+            stack(out, top.reason.name(), &top.stacks[0].frames);
         }
     }
     if r.offcpu.len() > THREADS_SHOWN {

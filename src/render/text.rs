@@ -18,51 +18,7 @@ const MIN_SITE_SHARE_PERCENT: f64 = 10.0;
 const SITE_FRAMES: usize = 8;
 const BAR_WIDTH: usize = 40;
 
-pub fn duration(ns: u64) -> String {
-    let ns_f = ns as f64;
-    if ns >= 1_000_000_000 {
-        format!("{:.3} s", ns_f / 1e9)
-    } else if ns >= 1_000_000 {
-        format!("{:.1} ms", ns_f / 1e6)
-    } else if ns >= 1_000 {
-        format!("{:.1} us", ns_f / 1e3)
-    } else {
-        format!("{ns} ns")
-    }
-}
-
-pub fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A count or rate in few digits: `1.17 M`, `12.3 k`, `512`.
-pub fn short(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2} M", x / 1e6)
-    } else if x >= 1e4 {
-        format!("{:.1} k", x / 1e3)
-    } else {
-        format!("{x:.0}")
-    }
-}
-
-pub fn rate(per_s: f64) -> String {
-    if per_s >= 1e6 {
-        format!("{:.2} M/s", per_s / 1e6)
-    } else if per_s >= 1e3 {
-        format!("{:.1} k/s", per_s / 1e3)
-    } else {
-        format!("{per_s:.1}/s")
-    }
-}
+pub use crate::units::{count, duration, rate, short};
 
 /// The user/system split as a bar: `=` user time, `#` system time (the red
 /// part of htop's CPU bar), scaled to the CPU time used per wall second.
@@ -384,7 +340,7 @@ pub fn for_terminal(text: String, fd: &impl std::os::fd::AsRawFd) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::build::{build, tests::sample_inputs};
+    use crate::analyze::build::{build, tests::sample_inputs};
 
     #[test]
     fn golden_report() {

@@ -4,10 +4,6 @@
 //! Compatibility rule: within a `schema_version`, fields are only added; a
 //! removal or a change of meaning bumps the version.
 
-pub mod build;
-pub mod latency;
-pub mod read;
-
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -208,7 +204,7 @@ impl ExpectedGain {
         };
         format!(
             "{what} gain {how} {} ({:.0}%{of})",
-            crate::render::text::duration(self.time_ns),
+            crate::units::duration(self.time_ns),
             self.share * 100.0
         )
     }
@@ -305,8 +301,8 @@ pub struct Callsite {
     pub samples: u64,
 }
 
-pub use crate::analyze::locks::classify::LockKind;
-pub use crate::analyze::waits::prior::WaitPrior;
+mod kinds;
+pub use kinds::{LockKind, WaitPrior};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockReport {
@@ -561,6 +557,21 @@ pub enum OffCpuReason {
     Involuntary,
     /// Asleep outside any syscall (page-fault I/O, ...).
     Other,
+}
+
+impl OffCpuReason {
+    /// The reason in a few words, as every output writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OffCpuReason::Lock => "lock",
+            OffCpuReason::WaitingForWork => "waiting for work",
+            OffCpuReason::IoMultiplexing => "poll/select/epoll",
+            OffCpuReason::BlockingSyscall => "blocking syscall",
+            OffCpuReason::Sleep => "sleep",
+            OffCpuReason::Involuntary => "involuntary",
+            OffCpuReason::Other => "other",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

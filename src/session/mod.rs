@@ -20,12 +20,12 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 
 use crate::analyze::aggregate::thread_usage;
+use crate::analyze::build::{Inputs, build};
 use crate::analyze::timeline::{self, Probe};
 use crate::analyze::{self};
 use crate::collect::Collector;
 use crate::model::{KernelCounters, ThreadCounters};
 use crate::preflight;
-use crate::report::build::{Inputs, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
 use crate::sched_trace::SchedTrace;
 use crate::stacks::jit;
@@ -454,11 +454,12 @@ pub fn profile_watched(
 
     let exit = exit_status(&target, &mut signals, &window, &kernel);
     let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
+    let named = crate::stacks::name::name(&mut unwinding, &kernel, &window.tally);
     let analyses = analyze::run(
         &kernel,
         &window.tally,
+        &named,
         &kallsyms.get().name_stacks(&kernel_stacks),
-        &mut unwinding,
         &threads,
         window.duration_ns,
         opts.cpu_hz,

@@ -6,6 +6,57 @@
 
 const INLINED: &str = " [inlined]";
 
+/// Libraries whose frames are the runtime's wait and lock machinery (libc,
+/// the C++ runtime, the loader), not the program's own code: a wait site is
+/// the first frame past them.
+const RUNTIME_LIBRARIES: &[&str] = &[
+    "libc.so",
+    "libpthread.so",
+    "libstdc++.so",
+    "libc++.so",
+    "libc++abi.so",
+    "libgcc_s.so",
+    "ld-linux",
+    "libm.so",
+    "librt.so",
+    "libdl.so",
+    "libatomic.so",
+];
+
+/// Native libraries of language runtimes (a VM, its launcher, its class
+/// library's native half): their frames are the runtime's machinery — its
+/// own threads' loops, its parking and monitor code — that a program's
+/// thread passes through on the way to the program's own code.
+const LANGUAGE_RUNTIME_LIBRARIES: &[&str] = &[
+    "libjvm.so",
+    "libjli.so",
+    "libjava.so",
+    "libnio.so",
+    "libnet.so",
+];
+
+/// Whether `path` (or a frame's location) is a language runtime's library.
+pub fn is_language_runtime(path: &str) -> bool {
+    LANGUAGE_RUNTIME_LIBRARIES.contains(&file_name(path))
+}
+
+/// The location a frame of JIT code shows: `Spin.work (jit)`.
+pub const JIT_LOCATION: &str = "jit";
+
+/// The last part of `path`.
+fn file_name(path: &str) -> &str {
+    std::path::Path::new(path)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or(path)
+}
+
+/// Whether the file at `path` is one of the runtime libraries.
+pub fn is_runtime_library(path: &str) -> bool {
+    let name = file_name(path);
+    RUNTIME_LIBRARIES.iter().any(|r| name.starts_with(r))
+}
+
 /// The index of the `(` matching the `)` that ends `s` (which must end in `)`).
 fn matching_open(s: &str) -> Option<usize> {
     let mut depth = 0i32;
@@ -47,7 +98,7 @@ pub fn split(frame: &str) -> (&str, Option<&str>, bool) {
 
 /// Whether a frame is JIT-compiled code (`name (jit)`).
 pub fn is_jit(frame: &str) -> bool {
-    split(frame).1 == Some(super::symbolize::JIT_LOCATION)
+    split(frame).1 == Some(JIT_LOCATION)
 }
 
 /// What a frame past the C runtime's is: JIT code of a kind, the native
@@ -55,10 +106,8 @@ pub fn is_jit(frame: &str) -> bool {
 /// the platform's), or other native code (None).
 pub fn jit_kind(frame: &str) -> Option<super::jit::JitKind> {
     match split(frame) {
-        (name, Some(super::symbolize::JIT_LOCATION), _) => Some(super::jit::kind(name.trim())),
-        (_, Some(lib), _) if super::symbolize::is_language_runtime(lib) => {
-            Some(super::jit::JitKind::Platform)
-        }
+        (name, Some(JIT_LOCATION), _) => Some(super::jit::kind(name.trim())),
+        (_, Some(lib), _) if is_language_runtime(lib) => Some(super::jit::JitKind::Platform),
         (name, Some(_), _) if is_v8_internal(name.trim()) => Some(super::jit::JitKind::Platform),
         _ => None,
     }

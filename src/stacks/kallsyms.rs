@@ -8,14 +8,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::thread::JoinHandle;
 
-/// Kernel stacks by stack id, named.
-#[derive(Debug, Default)]
-pub struct KernelStacks {
-    /// Shared with the on-CPU samples that have them (`analyze::cpu::Frames`).
-    pub frames: HashMap<i32, crate::analyze::cpu::Frames>,
-    /// Distinct addresses no symbol covers.
-    pub unresolved: u64,
-}
+pub use crate::recording::KernelStacks;
 
 /// Text symbols sorted by address, their names in one buffer (a String
 /// each would double kerntax's memory).

@@ -9,6 +9,7 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::elf::ModuleTable;
+use super::frame::{JIT_LOCATION, is_language_runtime, is_runtime_library};
 use super::jit::{self, JitMaps};
 use crate::interp::python::frames::Pythons;
 use crate::interp::ruby::frames::Rubies;
@@ -56,49 +57,6 @@ pub fn frame_string(name: &str, code: Option<&CodeInfo<'_>>, module: &str) -> St
         Some(ci) if !is_language_runtime(module) => format!("{name} ({})", location(ci)),
         _ => format!("{name} ({})", file_name(module)),
     }
-}
-
-/// Native libraries of language runtimes (a VM, its launcher, its class
-/// library's native half): their frames are the runtime's machinery — its
-/// own threads' loops, its parking and monitor code — that a program's
-/// thread passes through on the way to the program's own code.
-const LANGUAGE_RUNTIME_LIBRARIES: &[&str] = &[
-    "libjvm.so",
-    "libjli.so",
-    "libjava.so",
-    "libnio.so",
-    "libnet.so",
-];
-
-/// Whether `path` (or a frame's location) is a language runtime's library.
-pub fn is_language_runtime(path: &str) -> bool {
-    LANGUAGE_RUNTIME_LIBRARIES.contains(&file_name(path))
-}
-
-/// The location a frame of JIT code shows: `Spin.work (jit)`.
-pub const JIT_LOCATION: &str = "jit";
-
-/// Libraries whose frames are the runtime's wait and lock machinery (libc,
-/// the C++ runtime, the loader), not the program's own code: a wait site is
-/// the first frame past them.
-const RUNTIME_LIBRARIES: &[&str] = &[
-    "libc.so",
-    "libpthread.so",
-    "libstdc++.so",
-    "libc++.so",
-    "libc++abi.so",
-    "libgcc_s.so",
-    "ld-linux",
-    "libm.so",
-    "librt.so",
-    "libdl.so",
-    "libatomic.so",
-];
-
-/// Whether the file at `path` is one of the runtime libraries.
-pub fn is_runtime_library(path: &str) -> bool {
-    let name = file_name(path);
-    RUNTIME_LIBRARIES.iter().any(|r| name.starts_with(r))
 }
 
 /// The highest address asked of the symbolizer: no file states code in

@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 
+use crate::analyze::build::{Inputs, build};
 use crate::analyze::{self, aggregate::thread_usage};
 use crate::collect::evict::Evicted;
 use crate::model::{KernelCounters, ThreadCounters};
-use crate::report::build::{Inputs, build};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling, Timeline};
 use crate::session::Live;
 use crate::stacks::jit;
@@ -157,11 +157,12 @@ impl Windows {
             .try_get()
             .unwrap_or(&none)
             .name_stacks(&stacks);
+        let named = crate::stacks::name::name(live.unwinding, &kernel, &tally);
         let a = analyze::run(
             &kernel,
             &tally,
+            &named,
             &kernel_stacks,
-            live.unwinding,
             &threads,
             duration_ns,
             self.session.cpu_hz,

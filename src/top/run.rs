@@ -304,7 +304,7 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
         frames: 0,
         max_frames: opts.iterations,
     };
-    let screen = !opts.json && crate::cli::stdout_is_tty();
+    let screen = !opts.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
     // A started command's output would write over the screen or mix with
     // the frames: it goes to /dev/null (and its input comes from there
     // when the terminal is the view's).

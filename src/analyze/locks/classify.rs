@@ -2,48 +2,7 @@
 //! functions on the stacks of the threads that waited on it or woke it, and
 //! the futex operations used. An address alone says nothing.
 
-use serde::{Deserialize, Serialize};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LockKind {
-    Mutex,
-    Rwlock,
-    Condvar,
-    Semaphore,
-    SysvSem,
-    PiMutex,
-    /// A thread waiting for another to exit (pthread_join).
-    ThreadJoin,
-    Unknown,
-}
-
-impl LockKind {
-    /// Whether waiting on it means contention. Condition variables and joins
-    /// are waiting for work or for a thread: an idle pool sleeps there.
-    pub fn is_contention(self) -> bool {
-        !matches!(self, LockKind::Condvar | LockKind::ThreadJoin)
-    }
-
-    /// Whether a thread that wakes its waiters is releasing it, so has held
-    /// it: a lock, not a semaphore or condition that anyone may post.
-    pub fn is_held(self) -> bool {
-        matches!(self, LockKind::Mutex | LockKind::Rwlock | LockKind::PiMutex)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            LockKind::Mutex => "mutex",
-            LockKind::Rwlock => "rwlock",
-            LockKind::Condvar => "condvar",
-            LockKind::Semaphore => "semaphore",
-            LockKind::SysvSem => "sysv-sem",
-            LockKind::PiMutex => "pi-mutex",
-            LockKind::ThreadJoin => "thread-join",
-            LockKind::Unknown => "unknown",
-        }
-    }
-}
+pub use crate::report::LockKind;
 
 /// Function names (or parts of them) that identify a kind, for glibc's
 /// pthreads and Rust's std (whose locks use futexes directly).

@@ -12,15 +12,14 @@
 //! its kind; the kind is the fallback for a lock no sampled sleep explains.
 
 pub mod classify;
-pub mod name;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::analyze::aggregate::estimate_sites;
 use crate::model::{LockCounters, LockKey};
+use crate::recording::LockName;
 use crate::report::{LockReport, LockStack, WaitClass};
 use classify::{LockKind, classify};
-use name::LockName;
 
 /// Stacks kept per lock and side.
 const MAX_STACKS: usize = 20;

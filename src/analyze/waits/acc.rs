@@ -323,7 +323,7 @@ fn from_entry(frames: &[String], at: usize, truncated: bool) -> Option<usize> {
         let module = name
             .rsplit_once("+0x")
             .map_or(location.unwrap_or(""), |(m, _)| m);
-        crate::stacks::symbolize::is_runtime_library(module)
+        crate::stacks::frame::is_runtime_library(module)
     };
     let entry = frames.iter().rposition(|f| {
         !THREAD_START.contains(&function(f)) && !f.contains("std::thread") && !runtime(f)

@@ -42,8 +42,8 @@ mod site;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::analyze::aggregate::ThreadUsage;
-use crate::analyze::locks::name::LockName;
 use crate::model::{LockKey, OffCpuCounters, Waker};
+use crate::recording::LockName;
 use crate::report::{WaitClass, WaitSite};
 use crate::tally::{SleepKey, SleepTally};
 

@@ -215,7 +215,7 @@ mod tests {
     }
 
     fn site(off: &str, wait: &str, lock: Option<&str>) -> WaitSite {
-        let mut s = crate::report::build::tests::sample_wait_site();
+        let mut s = crate::analyze::build::tests::sample_wait_site();
         s.function = format!("{LIB}+{off}");
         s.via = vec![format!("rb_native_cond_wait")];
         s.runtime_lock = lock.map(str::to_string);

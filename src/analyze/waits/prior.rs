@@ -15,52 +15,9 @@
 //! variable's mutex inside `pthread_cond_wait`, and a sleep there is a
 //! mutex wait.
 
-use serde::{Deserialize, Serialize};
-
 use crate::stacks::frame::function;
 
-/// What the runtime's frames say the threads do at a wait.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum WaitPrior {
-    /// Taking a lock (a mutex, a rwlock, a Java lock or monitor, a SysV
-    /// semaphore): whoever wakes it released what it held.
-    LockAcquire,
-    /// Waiting for a condition or a semaphore's post.
-    Condition,
-    /// Taking from a standard library's blocking queue or an executor's
-    /// task queue: waiting for an item. Its consumers wake one another by
-    /// design (a take that leaves items behind signals the next taker).
-    QueueTake,
-    /// In an I/O or event call (poll, epoll, read, accept, wait4...).
-    Io,
-    /// Asleep on purpose (nanosleep, pause).
-    Sleep,
-    /// Giving the CPU up in sched_yield.
-    Yield,
-    /// Waiting for a thread to exit.
-    Join,
-    /// Nothing the runtime's frames say.
-    #[default]
-    Unknown,
-}
-
-impl WaitPrior {
-    pub fn name(self) -> &'static str {
-        match self {
-            WaitPrior::LockAcquire => "lock acquisition",
-            WaitPrior::Condition => "condition wait",
-            WaitPrior::QueueTake => "taking from a queue",
-            WaitPrior::Io => "I/O or event wait",
-            WaitPrior::Sleep => "sleep",
-            WaitPrior::Yield => "yield",
-            WaitPrior::Join => "join",
-            WaitPrior::Unknown => "unknown",
-        }
-    }
-}
+pub use crate::report::WaitPrior;
 
 /// Frames (parts of function names) of the standard runtimes' lock
 /// acquisitions: glibc, Rust's std, the JDK and HotSpot, Ruby.

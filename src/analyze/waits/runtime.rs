@@ -97,7 +97,7 @@ mod tests {
     /// ruby-gvl's main GVL site as one suite run saw it: 5 waiters, no turns
     /// seen, busy a third of their time between waits, not at their loop.
     fn gvl_site(between: f64, loop_share: f64, waiters: u32) -> WaitSite {
-        let mut s = crate::report::build::tests::sample_wait_site();
+        let mut s = crate::analyze::build::tests::sample_wait_site();
         s.class = WaitClass::WaitingForWork;
         s.prior = WaitPrior::Condition;
         s.evidence = vec![

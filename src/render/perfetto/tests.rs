@@ -7,8 +7,8 @@ use prost::Message;
 use super::check::{Seen, check};
 use super::proto::*;
 use super::*;
+use crate::analyze::build::{build as build_report, tests::sample_inputs};
 use crate::model::LockKey;
-use crate::report::build::{build as build_report, tests::sample_inputs};
 use crate::sched_trace::{Comm, Kind, Left, Record, SchedTrace, Task};
 
 const MS: u64 = 1_000_000;

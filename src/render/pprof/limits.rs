@@ -141,8 +141,8 @@ pub fn encode_within(r: &Report, limits: Limits, comments: &[String]) -> (Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analyze::build::{build as build_report, tests::sample_inputs};
     use crate::render::pprof::Profile;
-    use crate::report::build::{build as build_report, tests::sample_inputs};
     use crate::report::{CpuProfile, FoldedStack};
 
     /// A report with `n` on-CPU stacks of distinct frames, stack i seen

@@ -102,7 +102,7 @@ pub(crate) fn stacks(r: &Report) -> Vec<Stack> {
     }
     for t in &r.offcpu {
         for reason in &t.reasons {
-            let name = super::sched_text::reason_name(reason.reason);
+            let name = reason.reason.name();
             for s in &reason.stacks {
                 let frames = with_leaf(format!("[off-cpu {name}]"), &s.frames);
                 push(frames, &[(OFF_CPU, s.ns)]);
@@ -226,7 +226,7 @@ pub fn render(r: &Report) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::build::{build, tests::sample_inputs};
+    use crate::analyze::build::{build, tests::sample_inputs};
     use std::io::Read;
 
     #[test]

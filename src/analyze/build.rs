@@ -1,11 +1,12 @@
-//! Assembles a `Report` from aggregated, symbolized data. No I/O.
+//! Assembles a `Report` from the analyses' results and the kernel's
+//! counters, its findings worked out last. No I/O.
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::*;
 use crate::analyze::aggregate::{ThreadUsage, estimate_sites};
 use crate::model::KernelCounters;
 use crate::names::{errno_name, syscall_name};
+use crate::report::*;
 use crate::target::ExitStatus;
 
 /// A symbolized call site of one syscall with its summed sample weight.

@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use super::{OLDEST_SCHEMA_VERSION, Report, SCHEMA_VERSION};
 use crate::error::Exit;
+use crate::report::{OLDEST_SCHEMA_VERSION, Report, SCHEMA_VERSION};
 
 /// Reports larger than this are refused rather than read into memory.
 pub const MAX_REPORT_BYTES: u64 = 512 << 20;
@@ -59,7 +59,7 @@ pub fn parse(bytes: &[u8]) -> Result<Report, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::build::{build, tests::sample_inputs};
+    use crate::analyze::build::{build, tests::sample_inputs};
 
     fn json(r: &Report) -> Vec<u8> {
         serde_json::to_vec(r).unwrap()

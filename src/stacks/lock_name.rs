@@ -7,30 +7,9 @@
 use std::sync::OnceLock;
 
 use crate::model::LockKey;
+use crate::recording::LockName;
 use crate::stacks::maps::Mapping;
 use crate::stacks::unwind::Unwinding;
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LockName {
-    /// `g_lock`, or `g_table+0x10` inside a larger variable.
-    pub symbol: Option<String>,
-    /// The variable itself: its name and address. Futex words of one
-    /// variable (a condvar's two sequence words) are one lock.
-    pub variable: Option<(String, u64)>,
-    pub address: Option<u64>,
-    /// The binary or library holding it, or [heap], [stack], [anon].
-    pub mapping: Option<String>,
-    /// The process it was named in (private futexes).
-    pub pid: Option<u32>,
-}
-
-impl LockName {
-    /// What identifies the lock in the report: its variable if known.
-    pub fn object(&self) -> Option<String> {
-        let (name, addr) = self.variable.as_ref()?;
-        Some(format!("{}:{addr:#x}:{name}", self.pid.unwrap_or(0)))
-    }
-}
 
 fn file_name(path: &str) -> String {
     std::path::Path::new(path)
@@ -126,6 +105,7 @@ fn shmem_dev() -> Option<u64> {
     })
 }
 
+/// The name of the lock `key`, from the mappings of its process.
 pub fn name(unwinding: &mut Unwinding, key: &LockKey) -> LockName {
     match *key {
         LockKey::Private { pid, addr } => name_private(unwinding, pid, addr),
