@@ -44,7 +44,7 @@ pub fn is_language_runtime(path: &str) -> bool {
 pub const JIT_LOCATION: &str = "jit";
 
 /// The last part of `path`.
-fn file_name(path: &str) -> &str {
+pub fn file_name(path: &str) -> &str {
     std::path::Path::new(path)
         .file_name()
         .and_then(|f| f.to_str())

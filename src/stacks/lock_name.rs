@@ -8,14 +8,9 @@ use std::sync::OnceLock;
 
 use crate::model::LockKey;
 use crate::recording::LockName;
+use crate::stacks::frame::file_name;
 use crate::stacks::maps::Mapping;
 use crate::stacks::unwind::Unwinding;
-
-fn file_name(path: &str) -> String {
-    std::path::Path::new(path)
-        .file_name()
-        .map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned())
-}
 
 /// The variable at `addr` in file mapping `file` (the mapping holding it, or
 /// for .bss the file mapping just before it; `maps` its process's): its
@@ -56,9 +51,9 @@ fn name_private(unwinding: &mut Unwinding, pid: u32, addr: u64) -> LockName {
         before.filter(|_| m.path.is_none())
     };
     name.mapping = match (file, m.path.as_deref()) {
-        (Some(f), _) => f.path.as_deref().map(file_name),
+        (Some(f), _) => f.path.as_deref().map(|p| file_name(p).to_string()),
         (None, Some(p)) if p.starts_with('[') => Some(p.to_string()),
-        (None, Some(p)) => Some(file_name(p)),
+        (None, Some(p)) => Some(file_name(p).to_string()),
         (None, None) => Some("[anon]".to_string()),
     };
     if let Some((var, offset)) = file.and_then(|f| variable(unwinding, f, &maps, addr)) {
@@ -115,7 +110,7 @@ pub fn name(unwinding: &mut Unwinding, key: &LockKey) -> LockName {
                 Some(p) if p.starts_with("/dev/zero") || p.starts_with("/SYSV") => {
                     "[shared anon]".to_string()
                 }
-                Some(p) => file_name(p),
+                Some(p) => file_name(p).to_string(),
                 None if shmem_dev() == Some(dev) => "[shared anon]".to_string(),
                 None => "[shared]".to_string(),
             }),

@@ -3,13 +3,12 @@
 //! profiled processes may be gone.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::elf::ModuleTable;
-use super::frame::{JIT_LOCATION, is_language_runtime, is_runtime_library};
+use super::frame::{JIT_LOCATION, file_name, is_language_runtime, is_runtime_library};
 use super::jit::{self, JitMaps};
 use crate::interp::python::frames::Pythons;
 use crate::interp::ruby::frames::Rubies;
@@ -32,13 +31,6 @@ pub struct Symbols {
     names: HashMap<FrameLoc, Vec<String>>,
     /// Frames that got no function name.
     pub unresolved: u64,
-}
-
-fn file_name(path: &str) -> &str {
-    Path::new(path)
-        .file_name()
-        .and_then(|f| f.to_str())
-        .unwrap_or(path)
 }
 
 fn location(ci: &CodeInfo<'_>) -> String {

@@ -18,8 +18,15 @@ use crate::stacks::maps::{self, Mapping};
 
 /// Whether `path` is the file with this (device, inode) as /proc/PID/maps
 /// shows them.
-fn same_file(path: &str, (dev, inode): (u64, u64)) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| maps_dev(m.dev()) == dev && m.ino() == inode)
+fn same_file(path: &str, key: (u64, u64)) -> bool {
+    file_key(path) == Some(key)
+}
+
+/// The file at `path` as /proc/PID/maps shows it: (device, inode).
+pub(super) fn file_key(path: impl AsRef<std::path::Path>) -> Option<(u64, u64)> {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| (maps_dev(m.dev()), m.ino()))
 }
 
 /// The path by which kerntax sees the file the kernel walked as `walked`
@@ -56,9 +63,9 @@ impl Unwinding {
     /// targets map the same libc and loader) and keeps it if `pid` is a target.
     pub fn learn(&mut self, pid: u32) {
         if !self.images.contains_key(&pid)
-            && let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/exe"))
+            && let Some(image) = file_key(format!("/proc/{pid}/exe"))
         {
-            self.images.insert(pid, (maps_dev(meta.dev()), meta.ino()));
+            self.images.insert(pid, image);
         }
         if let Ok(m) = maps::read(pid) {
             self.learn_paths(&m);

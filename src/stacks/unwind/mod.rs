@@ -19,7 +19,6 @@ mod known;
 mod walk;
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
 
 use framehop::x86_64::CacheX86_64;
 
@@ -27,7 +26,7 @@ use crate::collect::events::{ExitMapping, StackSample};
 use crate::model::UnwoundStack;
 use crate::stacks::elf::ModuleTable;
 use crate::stacks::maps::Mapping;
-use known::maps_dev;
+use known::file_key;
 use walk::Process;
 
 /// Exited processes whose memory maps are kept (for naming their lock
@@ -67,8 +66,8 @@ pub struct Unwinding {
     /// The latest memory map had of each process, all of it: lock addresses
     /// are named from it once profiling stops.
     mappings: HashMap<u32, Vec<Mapping>>,
-    /// Samples of processes whose memory map could not be read, waiting for
-    /// their exit mappings.
+    /// Samples no map covered, waiting for the mappings of their image
+    /// (`maps_for`): their process gone, or exec'd since.
     pending: HashMap<u32, Vec<StackSample>>,
     /// The program each process runs, by (device, inode): as its exec
     /// named it, its parent's if forked, its executable's when first read.
@@ -146,8 +145,7 @@ impl Unwinding {
                     |p| p.to_string_lossy().into_owned(),
                 )
         };
-        if let Ok(meta) = std::fs::metadata(&path) {
-            let image = (maps_dev(meta.dev()), meta.ino());
+        if let Some(image) = file_key(&path) {
             self.images.insert(pid, image);
             self.paths.entry(image).or_insert(path);
         }
