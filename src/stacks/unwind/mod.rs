@@ -129,6 +129,9 @@ impl Unwinding {
         self.python.forget(pid);
         self.ruby.forget(pid);
         self.forked_from.remove(&pid);
+        // The program before the exec is not the one it runs now: learnt
+        // from /proc/PID/exe, then from the name the exec gave, if found.
+        self.images.remove(&pid);
         self.learn(pid);
         self.follow(pid);
         // A command run by a relative path: the exec names it relative to

@@ -196,3 +196,25 @@ fn a_sample_in_its_lost_span_is_refused_at_once_issue_35() {
         }
     }
 }
+
+/// An exec whose program cannot be found by the name it gave (a relative
+/// path gone) leaves the process's image as /proc/PID/exe shows it, not
+/// the program it ran before: that one would make every later read of
+/// /proc look like a later image, and hold its samples.
+#[test]
+fn an_exec_forgets_the_program_before_it_issue_35() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut u = Unwinding::default();
+    u.images.insert(pid, (0, 42));
+    u.on_exec(pid, "no/such/program");
+    assert_eq!(
+        u.images.get(&pid).copied(),
+        known::file_key(format!("/proc/{pid}/exe"))
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
