@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ ${#harnesses[@]} -eq 0 ]; then
-    harnesses=(perf_map proc_maps proc_status elf report_json jvm_reply html)
+    harnesses=(perf_map proc_maps proc_status elf report_json recording jvm_reply html)
 fi
 target=x86_64-unknown-linux-gnu
 # With --target, the flags reach the code that is fuzzed, not build scripts.

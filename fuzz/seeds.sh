@@ -5,7 +5,7 @@
 # committed; run this again only to refresh them. Needs cc and java.
 set -euo pipefail
 cd "$(dirname "$0")"
-rm -rf corpus && mkdir -p corpus/{perf_map,proc_maps,proc_status,elf,report_json,jvm_reply,html}
+rm -rf corpus && mkdir -p corpus/{perf_map,proc_maps,proc_status,elf,report_json,recording,jvm_reply,html}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -58,6 +58,10 @@ cp /usr/bin/true corpus/elf/true
 
 # Reports: the golden one (a lab run's, every section), and version 1.
 cp ../tests/golden/report.json corpus/report_json/golden
+# A recording as written, and the JSON inside two small ones.
+cp ../tests/recordings/lab/prol2tp-tunnels/fixed-1.rec corpus/recording/prol2tp-fixed.rec
+gzip -dc <../tests/recordings/lab/prol2tp-tunnels/bad-1.rec >corpus/recording/prol2tp-bad.json
+gzip -dc <../tests/recordings/lab/ruby-switch/fixed-1.rec >corpus/recording/ruby-switch-fixed.json
 sed 's/"schema_version": *[0-9]*/"schema_version": 1/' ../tests/golden/report.json \
     >corpus/report_json/version1
 

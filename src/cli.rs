@@ -50,6 +50,10 @@ struct ProfileArgs {
     /// wait as slices. Streams a record per switch and wake-up.
     #[arg(long, value_name = "FILE")]
     perfetto: Option<PathBuf>,
+    /// Also write a recording to FILE: everything the report is worked out
+    /// from, for `kerntax report FILE` later, elsewhere, with newer rules.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     #[command(flatten)]
     files: FileArgs,
 }
@@ -107,6 +111,46 @@ enum Command {
         #[command(flatten)]
         opts: ProfileArgs,
     },
+    /// Record a command (-- CMD) or a running process (-p PID) into one file
+    /// that `kerntax report FILE` analyses later, here or on another
+    /// machine, with the rules of the kerntax that reads it.
+    #[command(after_help = "Examples:\n  \
+        kerntax record -- ./server --threads 8          writes kerntax.rec\n  \
+        kerntax record -o incident.rec -p 4242 --duration 30\n  \
+        kerntax report incident.rec --html incident.html")]
+    Record {
+        /// Where to write the recording.
+        #[arg(
+            short = 'o',
+            long = "output",
+            value_name = "FILE",
+            default_value = "kerntax.rec"
+        )]
+        output: PathBuf,
+        /// The process to record, with its threads and children.
+        #[arg(short = 'p', long = "pid", value_name = "PID")]
+        pid: Option<u32>,
+        /// Stop recording after SECS seconds (a command is then sent SIGTERM).
+        #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+        duration: Option<Duration>,
+        #[arg(long, value_name = "HZ", default_value_t = crate::session::DEFAULT_CPU_HZ,
+              value_parser = clap::value_parser!(u64).range(0..=10_000))]
+        sample_hz: u64,
+        #[arg(long)]
+        no_interpreter_frames: bool,
+        /// Also record every scheduling event of the target's threads, for
+        /// `kerntax report FILE --perfetto` (a record per switch and
+        /// wake-up: a larger file).
+        #[arg(long)]
+        sched_trace: bool,
+        /// The command to start and record (after `--`).
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        cmd: Vec<OsString>,
+    },
     /// Watch a process (-p PID) or a command (-- CMD) live: why each thread
     /// is not running, and the findings that hold over the last window.
     #[command(
@@ -137,6 +181,10 @@ enum Command {
         /// At the end, write the whole run's report as JSON to FILE.
         #[arg(long, value_name = "FILE")]
         report_json: Option<PathBuf>,
+        /// At the end, write the whole run's recording to FILE (`kerntax
+        /// record`'s file).
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
         /// On-CPU samples per second on each CPU (0: no CPU sampling).
         #[arg(long, value_name = "HZ", default_value_t = crate::session::DEFAULT_CPU_HZ,
               value_parser = clap::value_parser!(u64).range(0..=10_000))]
@@ -218,33 +266,45 @@ enum Command {
         /// List the scenarios.
         #[arg(long)]
         list: bool,
-        /// Write every variant's report (JSON and HTML) and an index.html
-        /// linking them into DIR.
+        /// Write every variant's report (JSON and HTML), its recording
+        /// (`kerntax report` reads it) and an index.html linking them into DIR.
         #[arg(long, value_name = "DIR", default_value = "kerntax-demo")]
         out: PathBuf,
         /// Print every variant's whole text report, not one screen a story.
         #[arg(long, short)]
         verbose: bool,
     },
-    /// Render a JSON report again: as text, or as HTML, pprof or folded
-    /// stacks.
+    /// Analyse a recording (`kerntax record`) with this kerntax's rules, or
+    /// render a JSON report again: as text, JSON, HTML, pprof, folded
+    /// stacks or a Perfetto trace.
     #[command(after_help = "Examples:\n  \
-        kerntax report out.json\n  \
-        kerntax report out.json --html out.html --pprof out.pb.gz")]
+        kerntax report kerntax.rec\n  \
+        kerntax report incident.rec --json out.json --html out.html\n  \
+        kerntax report out.json --pprof out.pb.gz")]
     Report {
-        /// The JSON report (`--json` of run, attach or demo).
+        /// A recording (`kerntax record`, `--record`) or a JSON report
+        /// (`--json` of run, attach or demo).
         report: PathBuf,
+        /// Also write the report as JSON to FILE.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Also write a Perfetto trace to FILE (a recording made with
+        /// `--sched-trace` or `--perfetto`).
+        #[arg(long, value_name = "FILE")]
+        perfetto: Option<PathBuf>,
         #[command(flatten)]
         files: FileArgs,
     },
-    /// Compare two JSON reports: figures, syscalls, locks, and which
-    /// findings were resolved, are new, or remain.
-    #[command(after_help = "Example:\n  \
-        kerntax diff before.json after.json")]
+    /// Compare two runs, each a JSON report or a recording: figures,
+    /// syscalls, locks, and which findings were resolved, are new, or
+    /// remain.
+    #[command(after_help = "Examples:\n  \
+        kerntax diff before.json after.json\n  \
+        kerntax diff before.rec after.rec")]
     Diff {
-        /// The report before the change.
+        /// The report or recording before the change.
         before: PathBuf,
-        /// The report after it.
+        /// The report or recording after it.
         after: PathBuf,
         /// Also write the comparison as JSON to FILE.
         #[arg(long, value_name = "FILE")]
@@ -292,20 +352,58 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
     let report = text::render(&outcome.report, stderr.is_terminal());
     eprint!("{}", text::for_terminal(report, &stderr));
     let written = opts.files.outputs(opts.json.clone()).write(&outcome.report);
-    // The trace after the report files: a bad path for one does not stop
-    // the others, and each failure is one `kerntax:` line.
-    let traced = match (&opts.perfetto, &outcome.sched_trace) {
-        (Some(path), Some(trace)) => crate::render::perfetto::write(&outcome.report, trace, path)
-            .map(|w| {
-                if std::env::var_os("KERNTAX_DEBUG").is_some() {
-                    eprintln!("kerntax: debug: perfetto trace: {w:?}");
-                }
-            }),
-        _ => Ok(()),
-    };
+    // The trace and the recording after the report files: a bad path for
+    // one does not stop the others, and each failure is one `kerntax:` line.
+    let traced = perfetto(
+        opts.perfetto.as_deref(),
+        &outcome.report,
+        &outcome.recording,
+        &outcome.lock_names,
+    );
+    let recorded = opts
+        .record
+        .as_deref()
+        .map_or(Ok(()), |p| record_to(p, &outcome.recording));
     written?;
     traced?;
+    recorded?;
     Ok(outcome.exit_code)
+}
+
+/// Writes `--perfetto`'s trace, if asked, from the recording's scheduling
+/// records.
+fn perfetto(
+    path: Option<&std::path::Path>,
+    report: &crate::report::Report,
+    recording: &crate::recording::Recording,
+    lock_names: &[(crate::model::LockKey, String)],
+) -> anyhow::Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let Some(trace) = &recording.sched_trace else {
+        return Err(crate::error::Exit::new(
+            2,
+            format!(
+                "{}: the recording holds no scheduling records for a Perfetto trace (record \
+                 with --sched-trace)",
+                path.display()
+            ),
+        )
+        .into());
+    };
+    let w = crate::render::perfetto::write(report, &trace.with_lock_names(lock_names), path)?;
+    if std::env::var_os("KERNTAX_DEBUG").is_some() {
+        eprintln!("kerntax: debug: perfetto trace: {w:?}");
+    }
+    Ok(())
+}
+
+/// Writes a recording to `path` (atomically).
+fn record_to(
+    path: &std::path::Path,
+    recording: &crate::recording::Recording,
+) -> anyhow::Result<()> {
+    let bytes = crate::recording::file::encode(recording);
+    crate::render::json::write_atomic(path, &bytes)
 }
 
 /// The target of `top` or `agent`: a process or a command, one of them.
@@ -330,12 +428,48 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run { opts, cmd } => profile(What::Run(cmd), opts, started),
         Command::Attach { pid, opts } => profile(What::Attach(pid), opts, started),
+        Command::Record {
+            output,
+            pid,
+            duration,
+            sample_hz,
+            no_interpreter_frames,
+            sched_trace,
+            cmd,
+        } => {
+            let what = target_of("record", pid, cmd)?;
+            let options = Options {
+                duration,
+                cpu_hz: sample_hz,
+                target_stdout: None,
+                target_quiet: None,
+                interpreter_frames: !no_interpreter_frames,
+                sched_trace,
+                windows_only: false,
+            };
+            let outcome = session::profile(what, &options, started)?;
+            record_to(&output, &outcome.recording)?;
+            let bytes = std::fs::metadata(&output).map_or(0, |m| m.len());
+            eprintln!(
+                "kerntax: recorded {} of {} into {} ({}); `kerntax report {}` analyses it",
+                crate::units::duration(outcome.report.duration_ns),
+                outcome.report.command.as_ref().map_or_else(
+                    || format!("pid {}", outcome.report.target_pid),
+                    |c| c.join(" ")
+                ),
+                output.display(),
+                crate::units::bytes(bytes),
+                output.display(),
+            );
+            Ok(outcome.exit_code)
+        }
         Command::Top {
             pid,
             delay,
             iterations,
             json,
             report_json,
+            record,
             sample_hz,
             no_interpreter_frames,
             files,
@@ -351,6 +485,7 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
                     cpu_hz: sample_hz,
                     interpreter_frames: !no_interpreter_frames,
                     outputs: files.outputs(report_json),
+                    record,
                 },
                 started,
             )
@@ -414,14 +549,35 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
             out: &out,
             verbose,
         }),
-        Command::Report { report, files } => {
-            let r = crate::report_file::read(&report)?;
-            let outputs = files.outputs(None);
-            if outputs.is_empty() {
-                let report = text::render(&r, stdout_is_tty());
+        Command::Report {
+            report,
+            json,
+            perfetto: trace,
+            files,
+        } => {
+            let loaded = crate::report_file::read_any(&report)?;
+            let r = &loaded.report;
+            let outputs = files.outputs(json);
+            if outputs.is_empty() && trace.is_none() {
+                let report = text::render(r, stdout_is_tty());
                 print!("{}", text::for_terminal(report, &std::io::stdout()));
             }
-            outputs.write(&r)?;
+            let written = outputs.write(r);
+            let traced = match (&loaded.recording, &trace) {
+                (Some(rec), _) => perfetto(trace.as_deref(), r, rec, &loaded.lock_names),
+                (None, Some(path)) => Err(crate::error::Exit::new(
+                    2,
+                    format!(
+                        "{}: a Perfetto trace is made from a recording (kerntax record \
+                         --sched-trace), not from a JSON report",
+                        path.display()
+                    ),
+                )
+                .into()),
+                (None, None) => Ok(()),
+            };
+            written?;
+            traced?;
             Ok(0)
         }
         Command::Diff {

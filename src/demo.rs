@@ -238,7 +238,8 @@ pub fn throughput(output: &str) -> Option<(f64, String)> {
 /// What `kerntax demo` was asked for.
 pub struct DemoOptions<'a> {
     pub only: Option<&'a str>,
-    /// Where every variant's JSON and HTML report and `index.html` go.
+    /// Where every variant's JSON and HTML report, its recording and
+    /// `index.html` go.
     pub out: &'a Path,
     /// Print each variant's whole text report too.
     pub verbose: bool,
@@ -311,7 +312,7 @@ fn program_line(printed: &str) -> &str {
 }
 
 /// Where a variant's reports go in the demo's folder: DIR/NAME-VARIANT
-/// with `.json` and `.html` (`*` as the variant: all of them).
+/// with `.json`, `.html` and `.rec` (`*` as the variant: all of them).
 fn report_file(name: &str, variant: &str, extension: &str) -> String {
     format!("{name}-{variant}.{extension}")
 }
@@ -369,6 +370,11 @@ pub fn run(opts: &DemoOptions<'_>) -> Result<i32> {
                 ..Default::default()
             };
             outputs.write(&outcome.report)?;
+            // Its recording beside them, for `kerntax report` with newer rules.
+            crate::render::json::write_atomic(
+                &opts.out.join(report_file(s.name, variant, "rec")),
+                &crate::recording::file::encode(&outcome.recording),
+            )?;
             reports.push(outcome.report);
         }
         let columns: Vec<(&str, &Report)> =

@@ -48,6 +48,12 @@ pub const HARNESSES: &[Harness] = &[
         run: report_json,
     },
     Harness {
+        name: "recording",
+        reads: "a recording given to `report` and `diff` (gzip-compressed, or its JSON, which \
+                the harness compresses), analysed, and every output made of its report",
+        run: recording,
+    },
+    Harness {
         name: "jvm_reply",
         reads: "a JVM attach listener's answer",
         run: jvm_reply,
@@ -245,6 +251,32 @@ fn outputs(r: &Report) {
     let json = crate::render::json::render(r);
     let again = crate::report_file::parse(json.as_bytes()).expect("a written report reads back");
     assert_eq!(crate::render::json::render(&again), json);
+}
+
+/// A recording: refused with a reason, or analysed into a report whose
+/// outputs all render. Mutated JSON reaches the analysis; mutated gzip
+/// mostly reaches the decompressor, so both are fed.
+pub fn recording(data: &[u8]) {
+    use crate::recording::file::{decode, is_recording};
+    let compressed;
+    let bytes = if is_recording(data) {
+        data
+    } else {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(data).expect("writing to memory");
+        compressed = gz.finish().expect("writing to memory");
+        &compressed[..]
+    };
+    match decode(bytes) {
+        Ok(rec) => {
+            let a = crate::analyze::recorded::report(&rec);
+            outputs(&a.report);
+        }
+        Err(why) => {
+            assert!(!why.contains('\n'), "{why}");
+        }
+    }
 }
 
 /// An attach listener's answer: success only for result code 0; an error

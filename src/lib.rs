@@ -13,6 +13,7 @@ pub mod demo;
 pub mod diff;
 pub mod error;
 pub mod findings;
+pub mod fixed_hash;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod interp;

@@ -19,7 +19,7 @@ pub fn add_hist(a: &mut Vec<u64>, b: &[u64]) {
 }
 
 /// One syscall's counters, for one CPU or summed over all of them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SyscallCounters {
     pub nr: u32,
     /// Entries (exact).
@@ -63,7 +63,7 @@ impl SyscallCounters {
 }
 
 /// A thread's kernel counters at one moment (its exit, or a snapshot).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ThreadCounters {
     pub pid: u32,
     pub tid: u32,
@@ -94,7 +94,7 @@ impl ThreadCounters {
 }
 
 /// What the kernel side dropped or could not do; all zero in a clean run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KernelLoss {
     pub ringbuf_full: u64,
     pub stack_read_failed: u64,
@@ -114,7 +114,7 @@ pub struct KernelLoss {
 }
 
 /// A process's calls of one poll-family syscall, summed over CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PollCounters {
     pub pid: u32,
     pub nr: u32,
@@ -131,7 +131,9 @@ pub struct PollCounters {
 }
 
 /// What a futex word or SysV semaphore is, as the kernel tells them apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum LockKey {
     /// A futex word in one process's memory.
     Private { pid: u32, addr: u64 },
@@ -142,7 +144,9 @@ pub enum LockKey {
     SysV { semid: u32, semnum: u16 },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum LockOp {
     Wait,
     /// Priority-inheritance lock or wait (FUTEX_LOCK_PI*, WAIT_REQUEUE_PI).
@@ -158,7 +162,7 @@ impl LockOp {
 }
 
 /// What a lock operation's stack sample carries beyond the stack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LockSample {
     pub key: LockKey,
     pub op: LockOp,
@@ -171,7 +175,9 @@ pub struct LockSample {
 }
 
 /// Why a thread was off CPU, as the kernel saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum OffReason {
     /// Asleep inside syscall `nr` (and inside a wait on `lock`, if one).
     Syscall { nr: u32, lock: Option<LockKey> },
@@ -182,7 +188,7 @@ pub enum OffReason {
 }
 
 /// Off-CPU time of one thread for one reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OffCpuCounters {
     pub pid: u32,
     pub tid: u32,
@@ -198,7 +204,9 @@ impl OffCpuCounters {
 }
 
 /// Who ended a sleep (its wake-up's release side), as a sample carries it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Waker {
     pub pid: u32,
     pub tid: u32,
@@ -235,7 +243,7 @@ impl Waker {
 }
 
 /// Sleeps of `woken` ended by `waker`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WakeupCounters {
     pub waker_pid: u32,
     pub waker_tid: u32,
@@ -271,7 +279,7 @@ impl WakeupCounters {
 }
 
 /// One lock's counters, summed over CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LockCounters {
     pub waits: u64,
     pub blocked: u64,
@@ -310,7 +318,7 @@ impl LockCounters {
 }
 
 /// Everything the kernel counted once collection stopped.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct KernelCounters {
     /// Summed over CPUs, syscalls with at least one call or return.
     pub syscalls: Vec<SyscallCounters>,
@@ -329,7 +337,9 @@ pub struct KernelCounters {
 /// A user stack unwound while its process was alive: each frame named by the
 /// module it lies in and its address as stated in that file, so it can be
 /// symbolized after the process is gone.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum FrameLoc {
     /// `module` indexes `ModuleTable`; `svma` is the lookup address (a return
     /// address minus one, so it falls inside the calling instruction).
@@ -350,7 +360,9 @@ pub enum FrameLoc {
     Ruby { pid: u32, iseq: u64, line: i32 },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct UnwoundStack {
     pub frames: Vec<FrameLoc>,
     /// Cut short: the stack went deeper than the bytes copied (or the frame
@@ -359,7 +371,7 @@ pub struct UnwoundStack {
 }
 
 /// Running totals of the target, cumulative since tracking started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Totals {
     pub syscalls: u64,
     pub voluntary_switches: u64,
@@ -382,4 +394,22 @@ pub struct ProgramCost {
     /// Runs the kernel skipped because the program was already running on
     /// that CPU (an event lost to kerntax).
     pub recursion_misses: u64,
+}
+
+/// One thread's usage over the profiled window.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ThreadUsage {
+    pub tid: u32,
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub yields: u64,
+    /// Syscalls entered.
+    pub syscalls: u64,
+    pub exited: bool,
+    pub exit_code: i32,
 }

@@ -1,4 +1,5 @@
-//! Reading a report back (for `kerntax diff`): the file may be old, from a
+//! Reading a report back (for `kerntax report` and `diff`), or a recording
+//! analysed into one (`recording::file`): the file may be old, from a
 //! newer kerntax, truncated, or hostile. Each case gets one clear message
 //! and exit status 2, never a panic; a version 1 report is upgraded by
 //! working its findings out again.
@@ -6,12 +7,29 @@
 use std::path::Path;
 
 use crate::error::Exit;
+use crate::model::LockKey;
+use crate::recording::Recording;
 use crate::report::{OLDEST_SCHEMA_VERSION, Report, SCHEMA_VERSION};
 
 /// Reports larger than this are refused rather than read into memory.
 pub const MAX_REPORT_BYTES: u64 = 512 << 20;
 
 pub fn read(path: &Path) -> Result<Report, Exit> {
+    read_any(path).map(|l| l.report)
+}
+
+/// A report file, or a recording and the report it gives.
+pub struct Loaded {
+    pub report: Report,
+    /// The recording, if the file was one (`kerntax record`).
+    pub recording: Option<Recording>,
+    /// Each lock key's name in the report, for `--perfetto` (a recording's).
+    pub lock_names: Vec<(LockKey, String)>,
+}
+
+/// The report in a JSON report or in a recording, analysed with the
+/// current rules.
+pub fn read_any(path: &Path) -> Result<Loaded, Exit> {
     let shown = path.display();
     let fail = |why: String| Exit::new(2, format!("{shown}: {why}"));
     let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
@@ -22,8 +40,21 @@ pub fn read(path: &Path) -> Result<Report, Exit> {
             MAX_REPORT_BYTES >> 20
         )));
     }
-    let text = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
-    parse(&text).map_err(fail)
+    let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    if crate::recording::file::is_recording(&bytes) {
+        let rec = crate::recording::file::decode(&bytes).map_err(fail)?;
+        let analysed = crate::analyze::recorded::report(&rec);
+        return Ok(Loaded {
+            report: analysed.report,
+            recording: Some(rec),
+            lock_names: analysed.lock_names,
+        });
+    }
+    parse(&bytes).map_err(fail).map(|report| Loaded {
+        report,
+        recording: None,
+        lock_names: Vec::new(),
+    })
 }
 
 /// The report in `bytes`, or why it is not one.

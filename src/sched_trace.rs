@@ -14,7 +14,9 @@ use crate::model::LockKey;
 pub const MAX_RECORDS: usize = 1_000_000;
 
 /// A task's name as the kernel keeps it: up to 15 bytes, NUL-padded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Comm(pub [u8; 16]);
 
 impl Comm {
@@ -32,7 +34,7 @@ impl Comm {
 }
 
 /// One side of an event: a thread, its process, its priority and name.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Task {
     pub pid: u32,
     pub tid: u32,
@@ -42,7 +44,7 @@ pub struct Task {
 }
 
 /// Why a target thread left the CPU at a switch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Left {
     /// Preempted (or yielded) while runnable.
     Preempted,
@@ -53,7 +55,7 @@ pub enum Left {
     Other,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kind {
     /// `prev` left the CPU for `next`; at least one is a target thread.
     Switch {
@@ -88,7 +90,7 @@ pub enum Kind {
     Exit { task: Task },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     /// CLOCK_MONOTONIC, ns (bpf_ktime_get_ns).
     pub ts_ns: u64,
@@ -97,7 +99,7 @@ pub struct Record {
 }
 
 /// A run's records and what the writer needs besides the report.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SchedTrace {
     pub records: Vec<Record>,
     /// Records past `MAX_RECORDS`, not kept.
@@ -121,6 +123,14 @@ pub struct SchedTrace {
 }
 
 impl SchedTrace {
+    /// The records with the report's name of each lock waited on.
+    pub fn with_lock_names(&self, lock_names: &[(LockKey, String)]) -> SchedTrace {
+        SchedTrace {
+            lock_names: lock_names.to_vec(),
+            ..self.clone()
+        }
+    }
+
     /// Keeps `records`, up to `MAX_RECORDS` in all.
     pub fn add(&mut self, records: Vec<Record>) {
         let room = MAX_RECORDS.saturating_sub(self.records.len());

@@ -21,7 +21,7 @@ pub const MAX_CELLS: usize = 1024;
 /// width_ns)`; the origin is the run's start, before which no sleep counts
 /// (the part of a sleep that began before kerntax attached is not the
 /// run's).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SpanCells {
     pub origin_ns: u64,
     pub width_ns: u64,

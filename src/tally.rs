@@ -8,7 +8,8 @@
 //! and into one key per thread and kernel stack of the on-CPU samples,
 //! which is how a long attach grew.
 
-use std::collections::{BTreeSet, HashMap};
+use crate::fixed_hash::HashMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::collect::events::CpuSample;
@@ -56,14 +57,14 @@ pub const MAX_CPU_KEYS: usize = 28_672;
 
 /// On-CPU samples whose keys gave way past MAX_CPU_KEYS: counted in the
 /// user/kernel split, their stacks not kept.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CpuUnkept {
     pub user: u64,
     pub kernel: u64,
 }
 
 /// A lock's sampled operations from one stack.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct LockTally {
     pub weight: u64,
     /// Sum of weight x time inside the call.
@@ -76,7 +77,7 @@ pub struct LockTally {
 
 /// One sampled sleep's circumstances: who slept, in which call and wait,
 /// how the call ended and who ended the sleep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct SleepKey {
     pub pid: u32,
     pub tid: u32,
@@ -89,7 +90,7 @@ pub struct SleepKey {
 }
 
 /// Sleep a sample stood for: time, sleeps, samples, and when.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SleepTally {
     pub ns: u64,
     pub count: u64,
@@ -102,7 +103,7 @@ pub struct SleepTally {
 
 /// Poll-family calls from one stack: weights, and weight x fds passed and
 /// weight x fds ready.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PollTally {
     pub weight: u64,
     pub weighted_fds: u128,
@@ -114,7 +115,9 @@ pub struct PollTally {
 pub type OffCpuKey = (u32, u32, u32, Option<LockKey>);
 
 /// A distinct stack's number in `Stacks`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct StackId(u32);
 
 /// Every distinct stack seen, once each, numbered in order of arrival.
@@ -302,7 +305,7 @@ impl SampleTally {
             }
             !go
         });
-        let leaves: std::collections::HashSet<&FrameLoc> = self
+        let leaves: crate::fixed_hash::HashSet<&FrameLoc> = self
             .cpu
             .keys()
             .filter_map(|(_, _, id)| self.stacks.get(*id).frames.first())
@@ -391,7 +394,7 @@ mod tests {
     /// which then all counted as other paths.
     #[test]
     fn a_storms_path_is_kept_however_many_paths_came_before_it() {
-        let mut paths = HashMap::new();
+        let mut paths = HashMap::default();
         for i in 0..MAX_PATHS + 10 {
             count_path(&mut paths, &format!("/lib/probe{i}"), 1);
         }

@@ -86,7 +86,7 @@ fn thread_group_of(tid: u32) -> Option<u32> {
 }
 
 /// How a process ended, as a shell reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ExitStatus {
     Code(i32),
     Signal(i32),

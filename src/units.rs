@@ -46,3 +46,15 @@ pub fn rate(per_s: f64) -> String {
         format!("{per_s:.1}/s")
     }
 }
+
+/// A size: `812 B`, `14.2 KiB`, `3.1 MiB`.
+pub fn bytes(n: u64) -> String {
+    let f = n as f64;
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", f / (1u64 << 20) as f64)
+    } else if n >= 1 << 10 {
+        format!("{:.1} KiB", f / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}

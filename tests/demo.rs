@@ -91,35 +91,14 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
 
     let bad = read_report(&dir.path().join("ruby-switch-bad.json"));
     let fixed = read_report(&dir.path().join("ruby-switch-fixed.json"));
-    // 2,000,000 swapcontext switches plus the one getcontext that set up the green thread.
-    let sigmask = syscall(&bad, "rt_sigprocmask");
-    assert_eq!(sigmask.calls, 2_000_001);
-    assert!(
-        has_frame(&sigmask.callsites[0].frames, "swapcontext"),
-        "{:?}",
-        sigmask.callsites[0].frames
+    ruby_switch_holds(
+        &[
+            ("bad".to_string(), bad.clone()),
+            ("fixed".to_string(), fixed.clone()),
+        ]
+        .into_iter()
+        .collect(),
     );
-    let sites: Vec<String> = sigmask
-        .callsites
-        .iter()
-        .flat_map(|c| c.frames.clone())
-        .collect();
-    assert!(has_frame(&sites, "scheduler_swapcontext"), "{sites:?}");
-    assert!(has_frame(&sites, "green_thread_swapcontext"), "{sites:?}");
-    // getcontext, the bootstrap swapcontext and the green thread's first hop back.
-    assert_eq!(syscall(&fixed, "rt_sigprocmask").calls, 3);
-    assert!(bad.summary.syscalls > 100 * fixed.summary.syscalls);
-
-    // Issue #5: the storm is found, named, and its remedy given; the fixed
-    // variant has none, and the demo says so next to the throughput.
-    let storm = assert_finding(&bad, "syscall.storm", "rt_sigprocmask");
-    assert!(has_frame(&storm.culprit.frames, "swapcontext"), "{storm:?}");
-    assert!(
-        storm.remedy.contains("_setjmp/_longjmp"),
-        "{}",
-        storm.remedy
-    );
-    assert_no_finding(&fixed, "syscall.storm");
     gain_is_an_estimate_of_the_fixs("ruby-switch", &bad, &fixed);
     assert!(stdout.contains("estimated a gain of"), "{stdout}");
     assert!(
@@ -152,6 +131,41 @@ fn ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none() {
     let stdout = String::from_utf8_lossy(&verbose.stdout);
     assert!(verbose.status.success(), "{stdout}");
     assert_eq!(stdout.matches("FINDINGS").count(), 2, "{stdout}");
+}
+
+/// What `ruby_switch_bad_makes_one_sigprocmask_per_switch_and_fixed_none`
+/// asserts of the reports of a run of each variant, live or recorded.
+fn ruby_switch_holds(runs: &Runs) {
+    let (bad, fixed) = (&runs["bad"], &runs["fixed"]);
+    // 2,000,000 swapcontext switches plus the one getcontext that set up the green thread.
+    let sigmask = syscall(bad, "rt_sigprocmask");
+    assert_eq!(sigmask.calls, 2_000_001);
+    assert!(
+        has_frame(&sigmask.callsites[0].frames, "swapcontext"),
+        "{:?}",
+        sigmask.callsites[0].frames
+    );
+    let sites: Vec<String> = sigmask
+        .callsites
+        .iter()
+        .flat_map(|c| c.frames.clone())
+        .collect();
+    assert!(has_frame(&sites, "scheduler_swapcontext"), "{sites:?}");
+    assert!(has_frame(&sites, "green_thread_swapcontext"), "{sites:?}");
+    // getcontext, the bootstrap swapcontext and the green thread's first hop back.
+    assert_eq!(syscall(fixed, "rt_sigprocmask").calls, 3);
+    assert!(bad.summary.syscalls > 100 * fixed.summary.syscalls);
+
+    // Issue #5: the storm is found, named, and its remedy given; the fixed
+    // variant has none, and the demo says so next to the throughput.
+    let storm = assert_finding(bad, "syscall.storm", "rt_sigprocmask");
+    assert!(has_frame(&storm.culprit.frames, "swapcontext"), "{storm:?}");
+    assert!(
+        storm.remedy.contains("_setjmp/_longjmp"),
+        "{}",
+        storm.remedy
+    );
+    assert_no_finding(fixed, "syscall.storm");
 }
 
 /// Issue 19: the bad variant's first finding says its gain is an estimate,
@@ -227,7 +241,10 @@ fn unprofiled_gain(scenario: &str) -> f64 {
 }
 
 /// Runs one demo scenario and returns its reports by variant label.
-fn demo(scenario: &str) -> std::collections::HashMap<String, Report> {
+/// Each variant's report, by its label.
+type Runs = std::collections::HashMap<String, Report>;
+
+fn demo(scenario: &str) -> Runs {
     let dir = tempfile::tempdir().unwrap();
     let out = kerntax()
         .args(["demo", scenario, "--out"])
@@ -239,7 +256,7 @@ fn demo(scenario: &str) -> std::collections::HashMap<String, Report> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let runs: std::collections::HashMap<String, Report> = std::fs::read_dir(dir.path())
+    let runs: Runs = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -267,7 +284,13 @@ fn icinga_bad_ranks_the_namespace_mutex_first_and_frozen_reads_take_no_lock() {
     if !bpf_available() {
         return;
     }
-    let runs = demo("icinga-namespace");
+    icinga_bad_ranks_the_namespace_mutex_first_and_frozen_reads_take_no_lock_holds(&demo(
+        "icinga-namespace",
+    ));
+}
+
+/// What `icinga_bad_ranks_the_namespace_mutex_first_and_frozen_reads_take_no_lock` asserts of a run of each variant, live or recorded.
+fn icinga_bad_ranks_the_namespace_mutex_first_and_frozen_reads_take_no_lock_holds(runs: &Runs) {
     let bad = &runs["bad"];
     let top = &bad.locks[0];
     assert_eq!(
@@ -318,7 +341,11 @@ fn zabbix_bad_queues_pollers_on_the_global_config_semaphore() {
     if !bpf_available() {
         return;
     }
-    let runs = demo("zabbix-config");
+    zabbix_bad_queues_pollers_on_the_global_config_semaphore_holds(&demo("zabbix-config"));
+}
+
+/// What `zabbix_bad_queues_pollers_on_the_global_config_semaphore` asserts of a run of each variant, live or recorded.
+fn zabbix_bad_queues_pollers_on_the_global_config_semaphore_holds(runs: &Runs) {
     let bad = &runs["bad"];
     let top = &bad.locks[0];
     assert_eq!(
@@ -372,18 +399,22 @@ fn rocketmq_mutex_hands_off_by_futex() {
         return;
     }
     let mut runs = demo("rocketmq-lock");
-    let handoffs = |runs: &std::collections::HashMap<String, Report>| {
-        runs["bad"].locks.first().map_or(0, |l| l.wakes)
-    };
-    if handoffs(&runs) <= 1000 {
-        // Two threads contend only while they run at once: a machine busy
-        // elsewhere can leave the lab one CPU, and the mutex uncontended.
-        eprintln!(
-            "mutex barely contended ({} wake-ups): running it again",
-            handoffs(&runs)
-        );
+    if mutex_barely_contended(&runs) {
+        eprintln!("mutex barely contended: running it again");
         runs = demo("rocketmq-lock");
     }
+    rocketmq_mutex_hands_off_by_futex_holds(&runs);
+}
+
+/// The mutex was barely contended: two threads contend only while they
+/// run at once, and a machine busy elsewhere can leave the lab one CPU.
+fn mutex_barely_contended(runs: &Runs) -> bool {
+    runs["bad"].locks.first().map_or(0, |l| l.wakes) <= 1000
+}
+
+/// What `rocketmq_mutex_hands_off_by_futex` asserts of a run of each
+/// variant, live or recorded.
+fn rocketmq_mutex_hands_off_by_futex_holds(runs: &Runs) {
     let bad = &runs["bad"];
     let top = &bad.locks[0];
     assert_eq!(
@@ -415,7 +446,13 @@ fn prol2tp_bad_polls_every_tunnel_for_one_ready_fd_and_fixed_uses_epoll() {
     if !bpf_available() {
         return;
     }
-    let runs = demo("prol2tp-tunnels");
+    prol2tp_bad_polls_every_tunnel_for_one_ready_fd_and_fixed_uses_epoll_holds(&demo(
+        "prol2tp-tunnels",
+    ));
+}
+
+/// What `prol2tp_bad_polls_every_tunnel_for_one_ready_fd_and_fixed_uses_epoll` asserts of a run of each variant, live or recorded.
+fn prol2tp_bad_polls_every_tunnel_for_one_ready_fd_and_fixed_uses_epoll_holds(runs: &Runs) {
     let (bad, fixed) = (&runs["bad"], &runs["fixed"]);
     // 1,000 tunnels brought up one after another, 20 messages each: the
     // n-th tunnel's turns poll n fds, so the mean is (1 + 1000) / 2.
@@ -472,7 +509,11 @@ fn rocketmq_spin_locks_show_as_spinning_and_yield_storms() {
     if !bpf_available() {
         return;
     }
-    let runs = demo("rocketmq-lock");
+    rocketmq_spin_locks_show_as_spinning_and_yield_storms_holds(&demo("rocketmq-lock"));
+}
+
+/// What `rocketmq_spin_locks_show_as_spinning_and_yield_storms` asserts of a run of each variant, live or recorded.
+fn rocketmq_spin_locks_show_as_spinning_and_yield_storms_holds(runs: &Runs) {
     let spin = &runs["spin"];
     assert!(
         spin.spin.spin_share > 0.2,
@@ -535,4 +576,97 @@ fn rocketmq_spin_locks_show_as_spinning_and_yield_storms() {
     assert!(waste.title.contains("spin"), "{waste:?}");
     let storm = spin_yield.findings.iter().find(|f| f.id == "spin.waste");
     assert!(storm.is_some(), "{:?}", spin_yield.findings);
+}
+
+/// A lab story's checks, for its live runs (the tests above) and its
+/// recorded ones (issue 36).
+struct Story {
+    scenario: &'static str,
+    /// Whether the live test would run the story again: the machine hid
+    /// its problem.
+    hidden: fn(&Runs) -> bool,
+    holds: fn(&Runs),
+}
+
+fn never(_: &Runs) -> bool {
+    false
+}
+
+const STORIES: &[Story] = &[
+    Story {
+        scenario: "ruby-switch",
+        hidden: never,
+        holds: ruby_switch_holds,
+    },
+    Story {
+        scenario: "icinga-namespace",
+        hidden: never,
+        holds: icinga_bad_ranks_the_namespace_mutex_first_and_frozen_reads_take_no_lock_holds,
+    },
+    Story {
+        scenario: "zabbix-config",
+        hidden: never,
+        holds: zabbix_bad_queues_pollers_on_the_global_config_semaphore_holds,
+    },
+    Story {
+        scenario: "prol2tp-tunnels",
+        hidden: never,
+        holds: prol2tp_bad_polls_every_tunnel_for_one_ready_fd_and_fixed_uses_epoll_holds,
+    },
+    Story {
+        scenario: "rocketmq-lock",
+        hidden: mutex_barely_contended,
+        holds: rocketmq_mutex_hands_off_by_futex_holds,
+    },
+    Story {
+        scenario: "rocketmq-lock",
+        hidden: never,
+        holds: rocketmq_spin_locks_show_as_spinning_and_yield_storms_holds,
+    },
+];
+
+/// Runs recorded of each story, at least (scripts/record-corpus.sh).
+const MIN_RECORDED: usize = 3;
+
+/// Issue 36: every recorded run of every lab story
+/// (tests/recordings/lab/STORY/VARIANT-K.rec, scripts/record-corpus.sh)
+/// analysed with this build's rules holds what its live test asserts of a
+/// live run. No root and no BPF.
+#[test]
+fn recorded_lab_runs_hold_what_live_runs_do_issue_36() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/recordings/lab");
+    let mut failures = Vec::new();
+    for story in STORIES {
+        let variants = kerntax::demo::find(story.scenario).unwrap().variants;
+        let dir = root.join(story.scenario);
+        let mut checked = 0;
+        for k in 1..=99 {
+            let runs: Option<Runs> = variants
+                .iter()
+                .map(|(v, _)| {
+                    recorded(&dir.join(format!("{v}-{k}.rec"))).map(|r| (v.to_string(), r))
+                })
+                .collect();
+            let Some(runs) = runs else { continue };
+            if (story.hidden)(&runs) {
+                eprintln!(
+                    "{} run {k}: the live test would run it again",
+                    story.scenario
+                );
+                continue;
+            }
+            checked += 1;
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (story.holds)(&runs)));
+            if let Err(e) = result {
+                failures.push(format!("{} run {k}: {}", story.scenario, panic_text(&*e)));
+            }
+        }
+        assert!(
+            checked >= MIN_RECORDED,
+            "{}: {checked} runs checked",
+            story.scenario
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

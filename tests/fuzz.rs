@@ -109,6 +109,7 @@ fn budget(name: &str) -> usize {
         "html" => 2_000,
         "elf" => 10_000,
         "report_json" => 15_000,
+        "recording" => 1_500,
         "jvm_reply" => 500_000,
         "proc_status" => 200_000,
         _ => 100_000,

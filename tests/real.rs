@@ -191,13 +191,146 @@ fn nothing_idle_is_contention(r: &Report) {
     }
 }
 
-#[test]
-fn dd_with_one_byte_blocks_is_a_syscall_storm_and_with_64k_blocks_is_not() {
+/// A corpus program's checks, for its live runs (the tests above and in
+/// tests/real/NAME/test.rs) and its recorded ones (issue 36).
+struct Program {
+    name: &'static str,
+    /// The bad run's first finding, where the live test runs the bad
+    /// variant again if it is not (`bad_run`).
+    first: Option<&'static str>,
+    holds: fn(&Report, &Report),
+}
+
+const PROGRAMS: &[Program] = &[
+    Program {
+        name: "dd-blocks",
+        first: None,
+        holds: dd_with_one_byte_blocks_is_a_syscall_storm_and_with_64k_blocks_is_not_holds,
+    },
+    Program {
+        name: "python-gil",
+        first: Some("lock.global-serializes"),
+        holds: python_threads_serialise_on_the_gil_and_one_thread_does_not_holds,
+    },
+    Program {
+        name: "rocksdb-cache",
+        first: Some("lock.futile-churn"),
+        holds: rocksdb_cache_on_one_shard_churns_its_mutex_and_on_64_shards_does_not_holds,
+    },
+    Program {
+        name: "postgres-hot-row",
+        first: Some("lock.contended-site"),
+        holds: postgres_backends_queue_on_a_hot_row_and_on_spread_rows_do_not_holds,
+    },
+    Program {
+        name: "lighttpd-poll",
+        first: None,
+        holds: lighttpd_polling_a_thousand_idle_connections_is_low_readiness_and_epoll_is_not_holds,
+    },
+    Program {
+        name: "compressor-pool",
+        first: Some("wait.bottleneck"),
+        holds: pigz_fed_by_a_slow_pipe_is_paced_by_its_reader_and_from_a_file_is_not_holds,
+    },
+    Program {
+        name: "derby-hot-row",
+        first: Some("lock.global-serializes"),
+        holds: derby_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not_holds,
+    },
+    Program {
+        name: "gawk-strftime",
+        first: None,
+        holds: gawk_strftime::gawk_formatting_dates_with_tz_unset_stats_the_zone_file_per_call_and_with_tz_set_does_not_holds,
+    },
+    Program {
+        name: "mariadb-hot-row",
+        first: Some("lock.global-serializes"),
+        holds: mariadb_hot_row::mariadb_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not_holds,
+    },
+    Program {
+        name: "memcached-hot-key",
+        first: Some("lock.futile-churn"),
+        holds: memcached_hot_key::memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not_holds,
+    },
+    Program {
+        name: "node-spin",
+        first: Some("spin.waste"),
+        holds: node_spin::node_workers_polling_a_shared_array_spin_and_waiting_in_atomics_wait_do_not_holds,
+    },
+    Program {
+        name: "rocketmq-commitlog",
+        first: Some("lock.global-serializes"),
+        holds: rocketmq_commitlog::rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_not_holds,
+    },
+    Program {
+        name: "ruby-gvl",
+        first: Some("lock.global-serializes"),
+        holds: ruby_gvl::ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not_holds,
+    },
+    Program {
+        name: "zabbix-pollers",
+        first: Some("lock.global-serializes"),
+        holds: zabbix_pollers::zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4_holds,
+    },
+];
+
+/// Program `name`'s live test: its bad variant (run again if the machine
+/// hid its problem) and its healthy one, and what its `holds` asserts.
+fn live(name: &str) {
     if !bpf_available() {
         return;
     }
-    let (bad, _) = corpus("dd-blocks", "bad");
-    let f = first(&bad, "syscall.storm");
+    let p = PROGRAMS.iter().find(|p| p.name == name).expect("a program");
+    let (bad, _) = match p.first {
+        Some(id) => bad_run(name, id),
+        None => corpus(name, "bad"),
+    };
+    let (healthy, _) = corpus(name, "healthy");
+    (p.holds)(&bad, &healthy);
+}
+
+/// Runs recorded of each program, at least (scripts/record-corpus.sh).
+const MIN_RECORDED: usize = 3;
+
+/// Issue 36: every recorded run of every corpus program
+/// (tests/recordings/real/NAME/{bad,healthy}-K.rec, scripts/record-corpus.sh)
+/// analysed with this build's rules holds what its live test asserts of a
+/// live run. No root and no BPF: seconds, for a rule's every change.
+#[test]
+fn recorded_runs_hold_what_live_runs_do_issue_36() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/recordings/real");
+    let mut failures = Vec::new();
+    for p in PROGRAMS {
+        let dir = root.join(p.name);
+        let hidden = |bad: &Report| {
+            p.first
+                .is_some_and(|id| bad.findings.first().is_none_or(|f| f.id != id))
+        };
+        let (checked, failed) = replay_pairs(&dir, ("bad", "healthy"), &hidden, &p.holds);
+        let recorded = (1..=99)
+            .filter(|k| dir.join(format!("bad-{k}.rec")).exists())
+            .count();
+        assert!(
+            recorded >= MIN_RECORDED && checked >= 1,
+            "{}: {recorded} bad runs recorded, {checked} checked",
+            p.name
+        );
+        failures.extend(failed);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn dd_with_one_byte_blocks_is_a_syscall_storm_and_with_64k_blocks_is_not() {
+    live("dd-blocks");
+}
+
+/// What `dd_with_one_byte_blocks_is_a_syscall_storm_and_with_64k_blocks_is_not` asserts of a bad and a healthy run, live or recorded.
+pub fn dd_with_one_byte_blocks_is_a_syscall_storm_and_with_64k_blocks_is_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "syscall.storm");
     assert!(
         ["read", "write"].contains(&f.culprit.name.as_str()),
         "{f:?}"
@@ -205,25 +338,28 @@ fn dd_with_one_byte_blocks_is_a_syscall_storm_and_with_64k_blocks_is_not() {
     // 2 MiB, one byte per call: 2,097,152 reads and as many writes (and
     // a few more of the shell's and dd's own).
     for name in ["read", "write"] {
-        let calls = syscall(&bad, name).calls;
+        let calls = syscall(bad, name).calls;
         assert!((2_097_152..2_097_252).contains(&calls), "{name}: {calls}");
     }
     assert!(f.remedy.contains("large blocks"), "{}", f.remedy);
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
-    let (healthy, _) = corpus("dd-blocks", "healthy");
-    lacks(&healthy, "syscall.storm");
-    nothing_idle_is_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
+    lacks(healthy, "syscall.storm");
+    nothing_idle_is_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }
 
 #[test]
 fn python_threads_serialise_on_the_gil_and_one_thread_does_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("python-gil", "lock.global-serializes");
-    let f = first(&bad, "lock.global-serializes");
+    live("python-gil");
+}
+
+/// What `python_threads_serialise_on_the_gil_and_one_thread_does_not` asserts of a bad and a healthy run, live or recorded.
+pub fn python_threads_serialise_on_the_gil_and_one_thread_does_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "lock.global-serializes");
     // The Python code its threads queue from, read from the interpreter's
     // frames (issue 20): gil_work.py's `work`.
     assert!(
@@ -281,22 +417,25 @@ fn python_threads_serialise_on_the_gil_and_one_thread_does_not() {
         .collect();
     assert!(gil.len() >= 2, "{gil:?}");
     assert!(gil.iter().all(|l| l.contention), "{gil:?}");
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
-    let (healthy, _) = corpus("python-gil", "healthy");
-    lacks(&healthy, "lock.global-serializes");
-    lacks(&healthy, "lock.contended-site");
-    nothing_idle_is_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
+    lacks(healthy, "lock.global-serializes");
+    lacks(healthy, "lock.contended-site");
+    nothing_idle_is_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }
 
 #[test]
 fn rocksdb_cache_on_one_shard_churns_its_mutex_and_on_64_shards_does_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("rocksdb-cache", "lock.futile-churn");
-    let f = first(&bad, "lock.futile-churn");
+    live("rocksdb-cache");
+}
+
+/// What `rocksdb_cache_on_one_shard_churns_its_mutex_and_on_64_shards_does_not` asserts of a bad and a healthy run, live or recorded.
+pub fn rocksdb_cache_on_one_shard_churns_its_mutex_and_on_64_shards_does_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "lock.futile-churn");
     // A heap mutex, named by the cache function that takes it.
     assert!(
         f.culprit
@@ -305,22 +444,25 @@ fn rocksdb_cache_on_one_shard_churns_its_mutex_and_on_64_shards_does_not() {
         "{f:?}"
     );
     assert!(f.culprit.name.ends_with("([heap])"), "{f:?}");
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
-    let (healthy, _) = corpus("rocksdb-cache", "healthy");
-    lacks(&healthy, "lock.futile-churn");
-    lacks(&healthy, "lock.contended-site");
-    nothing_idle_is_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
+    lacks(healthy, "lock.futile-churn");
+    lacks(healthy, "lock.contended-site");
+    nothing_idle_is_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }
 
 #[test]
 fn postgres_backends_queue_on_a_hot_row_and_on_spread_rows_do_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("postgres-hot-row", "lock.contended-site");
-    let f = first(&bad, "lock.contended-site");
+    live("postgres-hot-row");
+}
+
+/// What `postgres_backends_queue_on_a_hot_row_and_on_spread_rows_do_not` asserts of a bad and a healthy run, live or recorded.
+pub fn postgres_backends_queue_on_a_hot_row_and_on_spread_rows_do_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "lock.contended-site");
     // The row lock: backends sleep in ProcSleep on their own latch, and the
     // committing backend wakes them with a signal.
     assert!(f.culprit.name.starts_with("ProcSleep"), "{f:?}");
@@ -361,32 +503,34 @@ fn postgres_backends_queue_on_a_hot_row_and_on_spread_rows_do_not() {
             assert_ne!(s.class, WaitClass::Contention, "{s:?}");
         }
     }
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
-    let (healthy, _) = corpus("postgres-hot-row", "healthy");
-    lacks(&healthy, "lock.contended-site");
-    lacks(&healthy, "lock.global-serializes");
-    nothing_idle_is_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
+    lacks(healthy, "lock.contended-site");
+    lacks(healthy, "lock.global-serializes");
+    nothing_idle_is_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }
 
 #[test]
 fn lighttpd_polling_a_thousand_idle_connections_is_low_readiness_and_epoll_is_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = corpus("lighttpd-poll", "bad");
-    let f = first(&bad, "poll.low-readiness");
+    live("lighttpd-poll");
+}
+
+/// What `lighttpd_polling_a_thousand_idle_connections_is_low_readiness_and_epoll_is_not` asserts of a bad and a healthy run, live or recorded.
+pub fn lighttpd_polling_a_thousand_idle_connections_is_low_readiness_and_epoll_is_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "poll.low-readiness");
     assert_eq!(f.culprit.name, "poll");
     let p = bad.polls.iter().find(|p| p.syscall == "poll").unwrap();
     assert!(
         p.fds_per_call >= 1000.0 && p.ready_ratio.unwrap() < 0.05,
         "{p:?}"
     );
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
-    let (healthy, _) = corpus("lighttpd-poll", "healthy");
-    lacks(&healthy, "poll.low-readiness");
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
+    lacks(healthy, "poll.low-readiness");
     // The ~1,005 fds registered before the attach are epoll's interest set
     // (seeded from /proc/PID/fdinfo), not the handful added during it.
     let e = healthy
@@ -395,18 +539,22 @@ fn lighttpd_polling_a_thousand_idle_connections_is_low_readiness_and_epoll_is_no
         .find(|p| p.syscall == "epoll_wait")
         .expect("lighttpd's epoll_wait");
     assert!(e.fds_per_call >= 1000.0, "{e:?}");
-    lacks(&healthy, "syscall.storm");
-    nothing_idle_is_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    lacks(healthy, "syscall.storm");
+    nothing_idle_is_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }
 
 #[test]
 fn pigz_fed_by_a_slow_pipe_is_paced_by_its_reader_and_from_a_file_is_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("compressor-pool", "wait.bottleneck");
-    let f = first(&bad, "wait.bottleneck");
+    live("compressor-pool");
+}
+
+/// What `pigz_fed_by_a_slow_pipe_is_paced_by_its_reader_and_from_a_file_is_not` asserts of a bad and a healthy run, live or recorded.
+pub fn pigz_fed_by_a_slow_pipe_is_paced_by_its_reader_and_from_a_file_is_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "wait.bottleneck");
     // The reader (pigz's main thread) hands blocks to the compressors and
     // itself waits in read() on the pipe, woken by pv outside the target.
     let reader = bad.processes[0].pid;
@@ -424,12 +572,11 @@ fn pigz_fed_by_a_slow_pipe_is_paced_by_its_reader_and_from_a_file_is_not() {
         "{:?}",
         bad.waits
     );
-    lacks(&bad, "lock.contended-site");
-    nothing_idle_is_contention(&bad);
-    let (healthy, _) = corpus("compressor-pool", "healthy");
-    lacks(&healthy, "wait.bottleneck");
-    lacks(&healthy, "lock.contended-site");
-    nothing_idle_is_contention(&healthy);
+    lacks(bad, "lock.contended-site");
+    nothing_idle_is_contention(bad);
+    lacks(healthy, "wait.bottleneck");
+    lacks(healthy, "lock.contended-site");
+    nothing_idle_is_contention(healthy);
 }
 
 /// Issue 12: a JVM. Derby's connection threads queue for the hot row's
@@ -440,11 +587,15 @@ fn pigz_fed_by_a_slow_pipe_is_paced_by_its_reader_and_from_a_file_is_not() {
 /// waits they have work in hand.
 #[test]
 fn derby_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("derby-hot-row", "lock.global-serializes");
-    let f = first(&bad, "lock.global-serializes");
+    live("derby-hot-row");
+}
+
+/// What `derby_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not` asserts of a bad and a healthy run, live or recorded.
+pub fn derby_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "lock.global-serializes");
     // Named by Derby's own method, not by Object.wait or the JVM.
     assert!(
         f.culprit.name.starts_with("org.apache.derby.impl."),
@@ -492,7 +643,7 @@ fn derby_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not() {
         "{release:?}"
     );
     // The server's JIT frames were named: the JVM was asked for its map.
-    jvm_map_read(&bad);
+    jvm_map_read(bad);
     // The JVM's own threads wait for time or work, never in contention
     // (but for the JVM's own locks: any thread that allocates may queue
     // on its heap lock behind a collection).
@@ -503,11 +654,10 @@ fn derby_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not() {
     {
         assert!(s.waiter_tids.iter().all(|t| conns.contains(t)), "{s:?}");
     }
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
-    let (healthy, _) = corpus("derby-hot-row", "healthy");
-    lacks(&healthy, "lock.global-serializes");
-    lacks(&healthy, "lock.contended-site");
-    nothing_idle_is_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
+    lacks(healthy, "lock.global-serializes");
+    lacks(healthy, "lock.contended-site");
+    nothing_idle_is_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }

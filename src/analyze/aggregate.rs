@@ -2,7 +2,7 @@
 //! deltas over the profiled window, the user/system split, and call-site
 //! counts estimated from weighted stack samples. Pure functions only.
 
-use std::collections::HashMap;
+use crate::fixed_hash::HashMap;
 
 use crate::model::ThreadCounters;
 
@@ -21,23 +21,7 @@ pub fn cpu_split(utime_ns: u64, stime_ns: u64, runtime_ns: u64) -> (u64, u64) {
     (runtime_ns - sys, sys)
 }
 
-/// One thread's usage over the profiled window.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThreadUsage {
-    pub tid: u32,
-    pub pid: u32,
-    pub ppid: u32,
-    pub comm: String,
-    pub user_ns: u64,
-    pub sys_ns: u64,
-    pub voluntary_switches: u64,
-    pub involuntary_switches: u64,
-    pub yields: u64,
-    /// Syscalls entered.
-    pub syscalls: u64,
-    pub exited: bool,
-    pub exit_code: i32,
-}
+pub use crate::model::ThreadUsage;
 
 /// Usage of every thread seen, from its final counters (at exit, or live at
 /// the end) minus its counters when profiling began. Also returns how many

@@ -1,11 +1,13 @@
 //! Assembles a `Report` from the analyses' results and the kernel's
 //! counters, its findings worked out last. No I/O.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::fixed_hash::HashMap;
+use std::collections::BTreeMap;
 
 use crate::analyze::aggregate::{ThreadUsage, estimate_sites};
 use crate::model::KernelCounters;
 use crate::names::{errno_name, syscall_name};
+use crate::recording::RunFacts;
 use crate::report::*;
 use crate::target::ExitStatus;
 
@@ -19,12 +21,8 @@ pub struct SampledSite {
 }
 
 pub struct Inputs {
-    pub mode: Mode,
-    pub command: Option<Vec<String>>,
-    pub target_pid: u32,
-    pub exit: Option<ExitStatus>,
-    pub end_reason: EndReason,
-    pub duration_ns: u64,
+    /// The run's facts, its timeline with the contended sleeps added.
+    pub run: RunFacts,
     pub kernel: KernelCounters,
     pub threads: Vec<ThreadUsage>,
     pub sites: Vec<SampledSite>,
@@ -38,12 +36,6 @@ pub struct Inputs {
     pub polls: Vec<PollReport>,
     pub cpu_samples: CpuProfile,
     pub spin: SpinReport,
-    pub timeline: Timeline,
-    pub sampling: Sampling,
-    pub loss: Loss,
-    pub profiler: Profiler,
-    /// CPUs the target may use.
-    pub cpus: u32,
 }
 
 fn per_s(count: u64, duration_ns: u64) -> f64 {
@@ -151,11 +143,11 @@ fn callsites(exact_calls: u64, sites: &[&SampledSite]) -> Vec<Callsite> {
 }
 
 pub fn build(inp: Inputs) -> Report {
-    let mut sites_by_nr: HashMap<u32, Vec<&SampledSite>> = HashMap::new();
+    let mut sites_by_nr: HashMap<u32, Vec<&SampledSite>> = HashMap::default();
     for s in &inp.sites {
         sites_by_nr.entry(s.nr).or_default().push(s);
     }
-    let mut errnos_by_nr: HashMap<u32, BTreeMap<String, u64>> = HashMap::new();
+    let mut errnos_by_nr: HashMap<u32, BTreeMap<String, u64>> = HashMap::default();
     for &(nr, err, count) in &inp.kernel.errnos {
         *errnos_by_nr
             .entry(nr)
@@ -208,7 +200,7 @@ pub fn build(inp: Inputs) -> Report {
     let involuntary: u64 = inp.threads.iter().map(|t| t.involuntary_switches).sum();
     let calls: u64 = syscalls.iter().map(|s| s.calls).sum();
     let errors: u64 = syscalls.iter().map(|s| s.errors).sum();
-    let d = inp.duration_ns;
+    let d = inp.run.duration_ns;
     let summary = Summary {
         user_ns,
         sys_ns,
@@ -221,7 +213,7 @@ pub fn build(inp: Inputs) -> Report {
         syscalls: calls,
         syscall_errors: errors,
         syscalls_per_s: per_s(calls, d),
-        cpus: inp.cpus,
+        cpus: inp.run.cpus,
         cpus_used: per_s(user_ns + sys_ns, d) / 1e9,
     };
 
@@ -245,15 +237,15 @@ pub fn build(inp: Inputs) -> Report {
     let mut report = Report {
         schema_version: SCHEMA_VERSION,
         kerntax_version: env!("CARGO_PKG_VERSION").to_string(),
-        mode: inp.mode,
-        command: inp.command,
-        target_pid: inp.target_pid,
-        exit_status: inp.exit.map(ExitStatus::shell_code),
-        exit_signal: match inp.exit {
+        mode: inp.run.mode,
+        command: inp.run.command,
+        target_pid: inp.run.target_pid,
+        exit_status: inp.run.exit.map(ExitStatus::shell_code),
+        exit_signal: match inp.run.exit {
             Some(ExitStatus::Signal(s)) => Some(signal_name(s)),
             _ => None,
         },
-        end_reason: inp.end_reason,
+        end_reason: inp.run.end_reason,
         duration_ns: d,
         summary,
         findings: vec![],
@@ -268,10 +260,10 @@ pub fn build(inp: Inputs) -> Report {
         polls: inp.polls,
         cpu_samples: inp.cpu_samples,
         spin: inp.spin,
-        timeline: inp.timeline,
-        sampling: inp.sampling,
-        loss: inp.loss,
-        profiler: inp.profiler,
+        timeline: inp.run.timeline,
+        sampling: inp.run.sampling,
+        loss: inp.run.loss,
+        profiler: inp.run.profiler,
     };
     report.findings = crate::findings::analyse(&report);
     report
@@ -375,19 +367,14 @@ pub(crate) mod tests {
             ..Default::default()
         };
         Inputs {
-            mode: Mode::Run,
-            command: Some(vec!["calls".into(), "getppid".into()]),
-            target_pid: 100,
-            exit: Some(ExitStatus::Signal(9)),
-            end_reason: EndReason::TargetExited,
-            duration_ns: 2_000_000_000,
+            run: sample_facts(),
             kernel,
             threads: vec![
                 usage(100, 100, 300, 100, true, 9),
                 usage(100, 101, 100, 500, true, 9),
                 usage(102, 102, 0, 0, true, 3 << 8),
             ],
-            paths: HashMap::new(),
+            paths: HashMap::default(),
             sites: vec![
                 SampledSite {
                     nr: 110,
@@ -424,6 +411,21 @@ pub(crate) mod tests {
             polls: vec![],
             cpu_samples: CpuProfile::default(),
             spin: SpinReport::default(),
+            waits: vec![sample_wait_site()],
+        }
+    }
+
+    pub fn sample_facts() -> RunFacts {
+        RunFacts {
+            mode: Mode::Run,
+            command: Some(vec!["calls".into(), "getppid".into()]),
+            target_pid: 100,
+            exit: Some(ExitStatus::Signal(9)),
+            end_reason: EndReason::TargetExited,
+            duration_ns: 2_000_000_000,
+            start_mono_ns: 0,
+            cpus: 2,
+            cpu_hz: 99,
             timeline: Timeline::default(),
             sampling: Sampling {
                 stack_samples: 100,
@@ -452,8 +454,6 @@ pub(crate) mod tests {
                     recursion_misses: 0,
                 }],
             },
-            waits: vec![sample_wait_site()],
-            cpus: 2,
         }
     }
 

@@ -1,7 +1,8 @@
 //! On-CPU profile: from sampled user and kernel stacks to folded stacks and
 //! the per-function user/kernel split (spinning is `analyze::spin`'s).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::fixed_hash::{HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::model::FrameLoc;
 use crate::report::{CpuFunction, CpuProfile, FoldedStack};
@@ -89,7 +90,7 @@ pub fn fold_key(site: &CpuSite) -> (Frames, Frames) {
 /// kernel's), by samples then by name. Merged on the shared stacks; only
 /// the kept ones are copied out.
 pub fn fold(sites: impl Iterator<Item = ((Frames, Frames), u64)>, max: usize) -> Vec<FoldedStack> {
-    let mut merged: HashMap<(Frames, Frames), u64> = HashMap::new();
+    let mut merged: HashMap<(Frames, Frames), u64> = HashMap::default();
     for (frames, n) in sites {
         *merged.entry(frames).or_default() += n;
     }
@@ -147,7 +148,7 @@ pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
             }
         }
         // Counted once per sample however often it recurses.
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for f in s.kernel_frames.iter().chain(s.user_frames.iter()) {
             let name = function(f);
             if seen.insert(name) {

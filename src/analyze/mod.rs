@@ -10,13 +10,14 @@ pub mod cpu;
 pub mod latency;
 pub mod locks;
 pub mod polls;
+pub mod recorded;
 pub mod runtime_locks;
 pub mod sched;
 pub mod spin;
 pub mod timeline;
 pub mod waits;
 
-use std::collections::HashMap;
+use crate::fixed_hash::HashMap;
 
 use crate::model::{KernelCounters, LockKey, OffReason};
 use crate::recording::{KernelStacks, Named};

@@ -5,7 +5,8 @@
 //! work as the wait sites found for that lock (who ended its waits, how
 //! they ended), not by its kind alone.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::fixed_hash::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{LockKey, OffCpuCounters, OffReason, WakeupCounters};
 use crate::names::syscall_name;
@@ -150,7 +151,7 @@ pub fn offcpu(
             *e.3.entry(syscall_name(nr)).or_default() += ns;
         }
     }
-    let mut site_stacks: HashMap<(u32, OffCpuReason), StackSums> = HashMap::new();
+    let mut site_stacks: HashMap<(u32, OffCpuReason), StackSums> = HashMap::default();
     for s in sites {
         let mut reason = reason_of(&s.reason, kinds);
         if movable(reason)
@@ -251,7 +252,7 @@ pub fn wakeups(
 ) -> Vec<WakeupReport> {
     // The same edge may appear once per waker syscall: one report per edge
     // and mechanism.
-    let mut stacks: HashMap<(u32, u32), StackSums> = HashMap::new();
+    let mut stacks: HashMap<(u32, u32), StackSums> = HashMap::default();
     for s in sites {
         let e = stacks
             .entry((s.waker_tid, s.woken_tid))
@@ -261,7 +262,7 @@ pub fn wakeups(
         e.0 += s.weight;
         e.1 += s.samples;
     }
-    let mut edge_counts: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut edge_counts: HashMap<(u32, u32), u64> = HashMap::default();
     for w in counters {
         *edge_counts.entry((w.waker_tid, w.woken_tid)).or_default() += w.count;
     }
@@ -316,7 +317,7 @@ pub fn wakeups(
 /// end waits without anyone waiting on their work: left out.
 pub fn blockers(wakeups: &[WakeupReport]) -> Vec<Blocker> {
     let mut by: BTreeMap<(u32, u32), Blocker> = BTreeMap::new();
-    let mut woken: HashMap<(u32, u32), BTreeSet<u32>> = HashMap::new();
+    let mut woken: HashMap<(u32, u32), BTreeSet<u32>> = HashMap::default();
     let counts = |w: &&WakeupReport| {
         w.waker_tid != w.woken_tid && w.waker_in_target && w.mechanism != "exit"
     };
@@ -366,7 +367,7 @@ mod tests {
     fn sleeps_are_classified_by_syscall_and_lock_contention() {
         let cond = LockKey::Private { pid: 1, addr: 0x10 };
         let mutex = LockKey::Private { pid: 1, addr: 0x20 };
-        let kinds: HashMap<LockKey, bool> = [(cond, false), (mutex, true)].into();
+        let kinds: HashMap<LockKey, bool> = [(cond, false), (mutex, true)].into_iter().collect();
         let futex = crate::names::syscall_nr("futex").unwrap();
         let sys = |name: &str, lock| OffReason::Syscall {
             nr: crate::names::syscall_nr(name).unwrap(),
@@ -453,7 +454,7 @@ mod tests {
                 runtime: 0,
             },
         ];
-        let comms: HashMap<u32, String> = [(5, "reader".to_string())].into();
+        let comms: HashMap<u32, String> = [(5, "reader".to_string())].into_iter().collect();
         let out = offcpu(&counters, &sites, &Contended::default(), &comms);
         assert_eq!(
             (out[0].tid, out[0].total_ns, out[0].comm.as_str()),
@@ -493,10 +494,10 @@ mod tests {
         // 100 ns of thread 5's read was at a contended site (a pipe used
         // as a lock): lock time, and time it wanted to run.
         let contended = Contended {
-            calls: [((5, read), 100)].into(),
+            calls: [((5, read), 100)].into_iter().collect(),
             ..Default::default()
         };
-        let out = offcpu(&counters, &[], &contended, &HashMap::new());
+        let out = offcpu(&counters, &[], &contended, &HashMap::default());
         let order: Vec<(u32, u64)> = out.iter().map(|t| (t.tid, t.wanted_ns)).collect();
         assert_eq!(order, vec![(5, 130), (6, 50), (7, 0)]);
         let reasons: Vec<(OffCpuReason, u64)> =
@@ -541,7 +542,7 @@ mod tests {
             weight: 2,
             samples: 2,
         }];
-        let out = wakeups(&counters, &sites, &HashMap::new());
+        let out = wakeups(&counters, &sites, &HashMap::default());
         assert_eq!(out[0].mechanism, "futex");
         assert_eq!(out[0].waker_stacks[0].count, 2);
         assert_eq!(out[1].mechanism, "write (pipe, socket, eventfd)");
@@ -553,7 +554,7 @@ mod tests {
         assert_eq!(b.len(), 1, "{b:?}");
         let mut exit = w(20, 21, Some("exit"), false, 9_000);
         exit.waker_tracked = true;
-        let b = blockers(&wakeups(&[exit], &[], &HashMap::new()));
+        let b = blockers(&wakeups(&[exit], &[], &HashMap::default()));
         assert!(b.is_empty(), "{b:?}");
     }
 }

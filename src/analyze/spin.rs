@@ -5,7 +5,8 @@
 //! else; `stacks::code`) — each loop apart by the function it spins in,
 //! and the sched_yield calls per thread.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use crate::fixed_hash::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::aggregate::ThreadUsage;
 use super::cpu::{CpuSite, fold, fold_key, folded, function};
@@ -68,7 +69,7 @@ fn space_of(at: &FrameLoc) -> Option<((u8, u64), u64)> {
 /// plain loads: per function, the densest MAX_LOOP_BYTES of sampled
 /// instructions, decoded from the code the samples carried.
 fn plain_load_spinning(sites: &[CpuSite], code: &HashMap<FrameLoc, Vec<u8>>) -> HashSet<FrameLoc> {
-    let mut bytes: HashMap<(u8, u64), CodeBytes> = HashMap::new();
+    let mut bytes: HashMap<(u8, u64), CodeBytes> = HashMap::default();
     for (at, b) in code {
         if let Some((space, addr)) = space_of(at) {
             bytes
@@ -92,7 +93,7 @@ fn plain_load_spinning(sites: &[CpuSite], code: &HashMap<FrameLoc, Vec<u8>>) -> 
                 .or_default() += s.samples;
         }
     }
-    let mut out = HashSet::new();
+    let mut out = HashSet::default();
     for ((space, _), ips) in groups {
         let Some(code) = bytes.get(&space) else {
             continue;
@@ -346,7 +347,12 @@ mod tests {
             site(1, false, &["burn (a.c:3)", "main (a.c:9)"], 90, None),
             site(1, true, &["spin_lock (a.c:5)", "main (a.c:9)"], 10, None),
         ];
-        let s = spin(&sites, &HashMap::new(), &[thread(5, 400)], 2_000_000_000);
+        let s = spin(
+            &sites,
+            &HashMap::default(),
+            &[thread(5, 400)],
+            2_000_000_000,
+        );
         assert_eq!((s.spin_samples, s.spin_share), (10, 0.1));
         assert_eq!(
             s.spin_stacks[0].frames.last().map(String::as_str),
@@ -369,7 +375,7 @@ mod tests {
             0x48, 0x03, 0x07, 0x48, 0x83, 0xc7, 0x08, 0x48, 0x39, 0xf7, 0x75, 0xf4,
         ];
         let at = |svma: u64| FrameLoc::InModule { module: 0, svma };
-        let mut code = HashMap::new();
+        let mut code = HashMap::default();
         let mut sites = vec![];
         for (base, body, name) in [
             (0x1000u64, &poll[..], "wait_for_flag"),
@@ -442,7 +448,7 @@ mod tests {
                 ),
                 site(2, false, &[js, "JS:*main /app/w.js:1:1 (jit)"], own, None),
             ];
-            spin(&sites, &HashMap::new(), &[], 1_000_000_000)
+            spin(&sites, &HashMap::default(), &[], 1_000_000_000)
         };
         let r = run(51, 49);
         assert_eq!(r.loops.len(), 1, "{r:?}");

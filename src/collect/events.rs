@@ -117,7 +117,7 @@ pub struct StackSample {
 }
 
 /// What an on-CPU sample saw besides the user stack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct CpuSample {
     /// The kernel's stack (key in the stack map) when it ran kernel code.
     pub kernel_stack: Option<i32>,

@@ -20,12 +20,13 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 
 use crate::analyze::aggregate::thread_usage;
-use crate::analyze::build::{Inputs, build};
 use crate::analyze::timeline::{self, Probe};
 use crate::analyze::{self};
 use crate::collect::Collector;
 use crate::model::{KernelCounters, ThreadCounters};
 use crate::preflight;
+use crate::recording::samples::Samples;
+use crate::recording::{Recording, RunFacts};
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
 use crate::sched_trace::SchedTrace;
 use crate::stacks::jit;
@@ -106,8 +107,11 @@ impl Default for Options {
 
 pub struct Outcome {
     pub report: Report,
-    /// The scheduling records, with `Options::sched_trace`.
-    pub sched_trace: Option<SchedTrace>,
+    /// Everything the report was worked out from (`kerntax record`'s file);
+    /// its scheduling records with `Options::sched_trace`.
+    pub recording: Recording,
+    /// Each lock key's name in the report, for `--perfetto`.
+    pub lock_names: Vec<(crate::model::LockKey, String)>,
     /// The command's shell-style status for `run`; 0 for `attach`.
     pub exit_code: i32,
 }
@@ -455,20 +459,7 @@ pub fn profile_watched(
     let exit = exit_status(&target, &mut signals, &window, &kernel);
     let (threads, threads_unaccounted) = thread_usage(&baseline, &kernel.exited_threads, &live);
     let named = crate::stacks::name::name(&mut unwinding, &kernel, &window.tally);
-    let analyses = analyze::run(
-        &kernel,
-        &window.tally,
-        &named,
-        &kallsyms.get().name_stacks(&kernel_stacks),
-        &threads,
-        window.duration_ns,
-        opts.cpu_hz,
-    );
-    let lock_names: Vec<_> = analyses
-        .lock_names
-        .iter()
-        .map(|(k, n)| (*k, n.clone()))
-        .collect();
+    let kernel_stacks = kallsyms.get().name_stacks(&kernel_stacks);
     let loss = Loss {
         cpu_stacks_unkept: window.tally.cpu_unkept.user + window.tally.cpu_unkept.kernel,
         trace_records_unkept: window.sched_trace.as_ref().map_or(0, |t| t.unkept),
@@ -476,77 +467,73 @@ pub fn profile_watched(
             &kernel.loss,
             undecodable,
             &unwinding,
-            analyses.unresolved_frames,
+            named.unresolved_frames + kernel_stacks.unresolved,
             threads_unaccounted,
             programs.iter().map(|p| p.recursion_misses).sum(),
             &jit,
         )
     };
     phases.mark("symbolizing");
-    let mut timeline = window.probes.timeline(TIMELINE_INTERVAL.as_nanos() as u64);
-    timeline::contended(
-        &mut timeline,
-        window.start_mono_ns,
-        &analyses.contended_spans,
-    );
     let stack_samples_deferred = kernel.syscalls.iter().map(|s| s.samples_deferred).sum();
-    let report = build(Inputs {
-        mode,
-        command,
-        target_pid: target.pid,
-        exit,
-        end_reason: window.end_reason,
-        duration_ns: window.duration_ns,
+    let recording = Recording {
+        format: crate::recording::FORMAT.into(),
+        version: crate::recording::VERSION,
+        kerntax_version: env!("CARGO_PKG_VERSION").into(),
+        run: RunFacts {
+            mode,
+            command,
+            target_pid: target.pid,
+            exit,
+            end_reason: window.end_reason,
+            duration_ns: window.duration_ns,
+            start_mono_ns: window.start_mono_ns,
+            cpus,
+            cpu_hz: opts.cpu_hz,
+            timeline: window.probes.timeline(TIMELINE_INTERVAL.as_nanos() as u64),
+            sampling: Sampling {
+                stack_samples: window.tally.count,
+                stack_samples_deferred,
+                policy: sampling_policy,
+                latency_policy: crate::collect::Collector::latency_policy(),
+                stack_bytes_copied: crate::collect::STACK_BYTES as u64,
+                unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
+                jit: jit.processes,
+                interpreters: interpreters(&unwinding),
+            },
+            loss,
+            profiler: Profiler {
+                mechanism: "BTF raw tracepoints sys_enter/sys_exit, per-CPU counters".into(),
+                attach_ns,
+                peak_rss_bytes: peak_rss_bytes(),
+                kernel: preflight::kernel_release(),
+                kernel_lacks,
+                window_cpu_ns,
+                programs,
+                held,
+                started_unix_ns: own::unix_ns(started_at),
+            },
+        },
         kernel,
         threads,
-        sites: analyses.sites,
-        paths: analyses.paths,
-        timeline,
-        cpu_samples: analyses.cpu_samples,
-        spin: analyses.spin,
-        polls: analyses.polls,
-        locks: analyses.locks,
-        waits: analyses.waits,
-        offcpu: analyses.offcpu,
-        wakeups: analyses.wakeups,
-        blockers: analyses.blockers,
-        sampling: Sampling {
-            stack_samples: window.tally.count,
-            stack_samples_deferred,
-            policy: sampling_policy,
-            latency_policy: crate::collect::Collector::latency_policy(),
-            stack_bytes_copied: crate::collect::STACK_BYTES as u64,
-            unwinder: "DWARF CFI (.eh_frame) in user space, frame pointers as fallback".into(),
-            jit: jit.processes,
-            interpreters: interpreters(&unwinding),
-        },
-        loss,
-        profiler: Profiler {
-            mechanism: "BTF raw tracepoints sys_enter/sys_exit, per-CPU counters".into(),
-            attach_ns,
-            peak_rss_bytes: peak_rss_bytes(),
-            kernel: preflight::kernel_release(),
-            kernel_lacks,
-            window_cpu_ns,
-            programs,
-            held,
-            started_unix_ns: own::unix_ns(started_at),
-        },
-        cpus,
-    });
-    let exit_code = match (mode, report.exit_status) {
+        samples: Samples::of(&window.tally),
+        named,
+        kernel_stacks,
+        sched_trace: window.sched_trace.map(|t| SchedTrace {
+            kernel_release: preflight::kernel_release(),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            ..clocks(t)
+        }),
+    };
+    drop(window.tally);
+    let analysed = analyze::recorded::report(&recording);
+    let exit_code = match (mode, analysed.report.exit_status) {
         (Mode::Run, Some(code)) => code,
         _ => 0,
     };
-    let sched_trace = window.sched_trace.map(|t| SchedTrace {
-        lock_names,
-        kernel_release: report.profiler.kernel.clone(),
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        ..clocks(t)
-    });
     Ok(Outcome {
-        report,
-        sched_trace,
+        report: analysed.report,
+        lock_names: analysed.lock_names,
+        recording,
         exit_code,
     })
 }

@@ -13,6 +13,7 @@ use crate::analyze::build::{Inputs, build};
 use crate::analyze::{self, aggregate::thread_usage};
 use crate::collect::evict::Evicted;
 use crate::model::{KernelCounters, ThreadCounters};
+use crate::recording::RunFacts;
 use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling, Timeline};
 use crate::session::Live;
 use crate::stacks::jit;
@@ -175,17 +176,44 @@ impl Windows {
         self.start = Some(next);
         let s = &self.session;
         Ok(build(Inputs {
-            mode: s.mode,
-            command: s.command.clone(),
-            target_pid: live.target_pid,
-            exit: None,
-            end_reason: EndReason::Duration,
-            duration_ns,
+            run: RunFacts {
+                mode: s.mode,
+                command: s.command.clone(),
+                target_pid: live.target_pid,
+                exit: None,
+                end_reason: EndReason::Duration,
+                duration_ns,
+                start_mono_ns: 0,
+                cpus: live.cpus,
+                cpu_hz: s.cpu_hz,
+                timeline: Timeline::default(),
+                sampling: Sampling {
+                    stack_samples: tally.count,
+                    stack_samples_deferred: 0,
+                    policy: String::new(),
+                    latency_policy: String::new(),
+                    stack_bytes_copied: crate::collect::STACK_BYTES as u64,
+                    unwinder: String::new(),
+                    jit: vec![],
+                    interpreters: Default::default(),
+                },
+                loss,
+                profiler: Profiler {
+                    mechanism: String::new(),
+                    attach_ns: 0,
+                    peak_rss_bytes: 0,
+                    kernel: String::new(),
+                    kernel_lacks: vec![],
+                    window_cpu_ns: 0,
+                    programs: vec![],
+                    held: Default::default(),
+                    started_unix_ns: start.unix_ns,
+                },
+            },
             kernel,
             threads,
             sites: a.sites,
             paths: a.paths,
-            timeline: Timeline::default(),
             cpu_samples: a.cpu_samples,
             spin: a.spin,
             polls: a.polls,
@@ -194,29 +222,6 @@ impl Windows {
             offcpu: a.offcpu,
             wakeups: a.wakeups,
             blockers: a.blockers,
-            sampling: Sampling {
-                stack_samples: tally.count,
-                stack_samples_deferred: 0,
-                policy: String::new(),
-                latency_policy: String::new(),
-                stack_bytes_copied: crate::collect::STACK_BYTES as u64,
-                unwinder: String::new(),
-                jit: vec![],
-                interpreters: Default::default(),
-            },
-            loss,
-            profiler: Profiler {
-                mechanism: String::new(),
-                attach_ns: 0,
-                peak_rss_bytes: 0,
-                kernel: String::new(),
-                kernel_lacks: vec![],
-                window_cpu_ns: 0,
-                programs: vec![],
-                held: Default::default(),
-                started_unix_ns: start.unix_ns,
-            },
-            cpus: live.cpus,
         }))
     }
 }

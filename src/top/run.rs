@@ -276,6 +276,8 @@ pub struct TopOptions {
     pub cpu_hz: u64,
     pub interpreter_frames: bool,
     pub outputs: crate::render::Outputs,
+    /// Where to write the whole run's recording at the end.
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// Runs the view to its end; the status is 0 unless something failed.
@@ -349,6 +351,13 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
         crate::session::profile_watched(opts.what, &session, started, Some(&mut w))?
     };
     drop(null);
-    opts.outputs.write(&outcome.report)?;
+    let written = opts.outputs.write(&outcome.report);
+    if let Some(path) = &opts.record {
+        crate::render::json::write_atomic(
+            path,
+            &crate::recording::file::encode(&outcome.recording),
+        )?;
+    }
+    written?;
     Ok(0)
 }

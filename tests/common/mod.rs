@@ -23,6 +23,60 @@ pub fn read_report(path: &std::path::Path) -> Report {
     serde_json::from_str(&text).expect("the JSON report parses as a Report")
 }
 
+/// The report a recording gives with this build's rules (issue 36), or
+/// None if there is no file at `path`.
+pub fn recorded(path: &std::path::Path) -> Option<Report> {
+    let bytes = std::fs::read(path).ok()?;
+    let rec = kerntax::recording::file::decode(&bytes)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Some(kerntax::analyze::recorded::report(&rec).report)
+}
+
+/// What a caught panic said, its first 600 characters.
+pub fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
+    let msg = e
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    msg.chars().take(600).collect()
+}
+
+/// Runs `check` on each pair of recorded runs of one program or story,
+/// `a-K.rec` with `b-K.rec` in `dir` for each K recorded, and returns
+/// (pairs checked, failures as "FILE: message"). A pair `skip` says the
+/// live test would have run again (the machine hid the problem) is not
+/// checked.
+pub fn replay_pairs(
+    dir: &std::path::Path,
+    (a, b): (&str, &str),
+    skip: &dyn Fn(&Report) -> bool,
+    check: &dyn Fn(&Report, &Report),
+) -> (usize, Vec<String>) {
+    let (mut checked, mut failures) = (0, Vec::new());
+    for k in 1..=99 {
+        let name = |v: &str| dir.join(format!("{v}-{k}.rec"));
+        let (Some(ra), Some(rb)) = (recorded(&name(a)), recorded(&name(b))) else {
+            continue;
+        };
+        if skip(&ra) {
+            eprintln!("{}: the live test would run it again", name(a).display());
+            continue;
+        }
+        checked += 1;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&ra, &rb)));
+        if let Err(e) = result {
+            let msg = panic_text(&*e);
+            failures.push(format!(
+                "{} with {}: {msg}",
+                name(a).display(),
+                name(b).display()
+            ));
+        }
+    }
+    (checked, failures)
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("KERNTAX_FIXTURE_DIR")).join(name)
 }
@@ -81,10 +135,17 @@ pub fn run(extra: &[&str], argv: &[&str]) -> Profiled {
 pub fn run_with_env(env: &[(&str, &str)], extra: &[&str], argv: &[&str]) -> Profiled {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
+    let rec = dir.path().join("run.rec");
+    let keep = std::env::var_os("KERNTAX_TEST_KEEP");
+    let mut record: Vec<&std::ffi::OsStr> = Vec::new();
+    if keep.is_some() {
+        record.extend([std::ffi::OsStr::new("--record"), rec.as_os_str()]);
+    }
     let output = kerntax()
         .arg("run")
         .arg("--json")
         .arg(&json)
+        .args(&record)
         .args(extra)
         .arg("--")
         .args(argv)
@@ -92,12 +153,15 @@ pub fn run_with_env(env: &[(&str, &str)], extra: &[&str], argv: &[&str]) -> Prof
         .output()
         .expect("running kerntax");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    // KERNTAX_TEST_KEEP=DIR keeps each report (to read a failed test's).
-    if let Some(keep) = std::env::var_os("KERNTAX_TEST_KEEP") {
+    // KERNTAX_TEST_KEEP=DIR keeps each report and its recording (to read a
+    // failed test's, and to add it to tests/recordings/).
+    if let Some(keep) = keep {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("{}-{n}.json", std::process::id());
-        let _ = std::fs::copy(&json, std::path::Path::new(&keep).join(name));
+        let name = format!("{}-{n}", std::process::id());
+        let keep = std::path::Path::new(&keep);
+        let _ = std::fs::copy(&json, keep.join(format!("{name}.json")));
+        let _ = std::fs::copy(&rec, keep.join(format!("{name}.rec")));
     }
     let text = std::fs::read_to_string(&json)
         .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
@@ -357,19 +421,23 @@ pub fn corpus_run(name: &str, variant: &str, env: &[(&str, &str)]) -> (Report, S
         .join("tests/real")
         .join(name)
         .join("run");
+    let rec = dir.path().join("run.rec");
     let out = Command::new(&script)
         .arg(variant)
         .arg(&json)
         .env("KERNTAX", env!("CARGO_BIN_EXE_kerntax"))
+        .env("KERNTAX_RECORD", &rec)
         .envs(env.iter().copied())
         .output()
         .expect("running the corpus script");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    // KERNTAX_TEST_KEEP=DIR keeps each report and what the script printed.
+    // KERNTAX_TEST_KEEP=DIR keeps each report, its recording (to add to
+    // tests/recordings/real/NAME/) and what the script printed.
     if let Some(keep) = std::env::var_os("KERNTAX_TEST_KEEP") {
         let keep = Path::new(&keep);
         let _ = std::fs::copy(&json, keep.join(format!("{name}-{variant}.json")));
+        let _ = std::fs::copy(&rec, keep.join(format!("{name}-{variant}.rec")));
         let _ = std::fs::write(keep.join(format!("{name}-{variant}.out")), &stdout);
     }
     assert!(
@@ -379,5 +447,11 @@ pub fn corpus_run(name: &str, variant: &str, env: &[(&str, &str)]) -> (Report, S
     assert!(stdout.contains("throughput: "), "{stdout}");
     let text = std::fs::read_to_string(&json)
         .unwrap_or_else(|e| panic!("{name} {variant}: no report ({e}):\n{stderr}"));
+    // Issue 36: its recording analysed again is the same report.
+    let replayed = recorded(&rec).expect("the run's recording");
+    assert!(
+        kerntax::render::json::render(&replayed) + "\n" == text,
+        "{name} {variant}: its recording gives another report"
+    );
     (serde_json::from_str(&text).unwrap(), stdout)
 }

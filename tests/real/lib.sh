@@ -10,6 +10,8 @@
 # prints the program's own throughput as one `throughput: ...` line.
 # With KERNTAX=none it runs the same workload without kerntax (for the
 # ground truth measured with perf, bpftrace or the program's own figures).
+# With KERNTAX_RECORD=FILE kerntax also writes its recording there
+# (scripts/record-corpus.sh).
 
 set -euo pipefail
 
@@ -49,7 +51,7 @@ real_profile_run() {
     if [ "$KERNTAX" = none ]; then
         "$@"
     else
-        "$KERNTAX" run --json "$out" -- "$@"
+        "$KERNTAX" run --json "$out" ${KERNTAX_RECORD:+--record "$KERNTAX_RECORD"} -- "$@"
     fi
 }
 
@@ -61,7 +63,8 @@ real_profile_attach() {
         real_attach_pid=
         return
     fi
-    "$KERNTAX" attach "$pid" --duration "$secs" --json "$out" &
+    "$KERNTAX" attach "$pid" --duration "$secs" --json "$out" \
+        ${KERNTAX_RECORD:+--record "$KERNTAX_RECORD"} &
     real_attach_pid=$!
     # Attached once it says so; the load starts after.
     sleep 0.5

@@ -13,7 +13,8 @@
 
 pub mod classify;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::fixed_hash::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::analyze::aggregate::estimate_sites;
 use crate::model::{LockCounters, LockKey};
@@ -112,7 +113,7 @@ fn stacks(sites: &[&LockSite], total: u64, total_ns: Option<u64>) -> Vec<LockSta
 
 /// Each key's kind from its own sampled stacks.
 fn key_kinds(locks: &[(LockKey, LockCounters)], sites: &[LockSite]) -> HashMap<LockKey, LockKind> {
-    let mut by_key: HashMap<&LockKey, Vec<&LockSite>> = HashMap::new();
+    let mut by_key: HashMap<&LockKey, Vec<&LockSite>> = HashMap::default();
     for s in sites {
         by_key.entry(&s.key).or_default().push(s);
     }
@@ -143,7 +144,7 @@ fn group_ids(
     kinds: &HashMap<LockKey, LockKind>,
 ) -> HashMap<LockKey, String> {
     let mut by_object: BTreeMap<String, Vec<(u64, LockKey)>> = BTreeMap::new();
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     for (key, _) in locks {
         // Words with no variable (heap, stack) are grouped by the memory
         // they are in.
@@ -213,12 +214,12 @@ pub fn build(
     lock_class: &HashMap<LockKey, WaitClass>,
     duration_ns: u64,
 ) -> Locks {
-    let mut display: HashMap<LockKey, String> = HashMap::new();
+    let mut display: HashMap<LockKey, String> = HashMap::default();
     let key_kinds = key_kinds(locks, sites);
     let ids = group_ids(locks, names, &key_kinds);
-    let mut contended = HashMap::new();
+    let mut contended = HashMap::default();
     let mut groups: BTreeMap<String, Group<'_>> = BTreeMap::new();
-    let mut group_of: HashMap<&LockKey, String> = HashMap::new();
+    let mut group_of: HashMap<&LockKey, String> = HashMap::default();
     for (key, counters) in locks {
         let name = names.get(key);
         let id = ids[key].clone();
@@ -236,7 +237,7 @@ pub fn build(
             g.threads.insert(*tid);
         }
     }
-    let mut site_groups: HashMap<&str, Vec<&LockSite>> = HashMap::new();
+    let mut site_groups: HashMap<&str, Vec<&LockSite>> = HashMap::default();
     for s in sites {
         if let Some(id) = group_of.get(&s.key) {
             site_groups.entry(id.as_str()).or_default().push(s);
@@ -432,7 +433,8 @@ mod tests {
                 },
             ),
         ]
-        .into();
+        .into_iter()
+        .collect();
         let locks = [
             (w0, counters(2, 4_000_000_000, 1)),
             (w1, counters(1, 1_000_000_000, 1)),
@@ -454,7 +456,7 @@ mod tests {
             &waiters,
             &sites,
             &names,
-            &HashMap::new(),
+            &HashMap::default(),
             1_000_000_000,
         );
         // No wait site said otherwise: by kind.
@@ -509,8 +511,8 @@ mod tests {
             &[(key, counters(5, 100, 5))],
             &[],
             &[],
-            &HashMap::new(),
-            &HashMap::new(),
+            &HashMap::default(),
+            &HashMap::default(),
             1,
         )
         .reports;
@@ -540,7 +542,9 @@ mod tests {
             pid: Some(7),
         };
         let mut names: HashMap<LockKey, LockName> =
-            [(c0, name(0x1028)), (c1, name(0x102c)), (m, name(0x1048))].into();
+            [(c0, name(0x1028)), (c1, name(0x102c)), (m, name(0x1048))]
+                .into_iter()
+                .collect();
         names.insert(
             heap,
             LockName {
@@ -569,7 +573,8 @@ mod tests {
         .into();
         lookup.runtime = 1;
         sites.push(lookup);
-        let classes: HashMap<LockKey, WaitClass> = [(c0, WaitClass::Contention)].into();
+        let classes: HashMap<LockKey, WaitClass> =
+            [(c0, WaitClass::Contention)].into_iter().collect();
         let Locks {
             reports: out,
             contended,

@@ -9,7 +9,8 @@
 //! sites where others were seen waiting on the same (syscall, lock), in
 //! proportion, and they count as waiters there.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::fixed_hash::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::prior::{WaitPrior, prior_of};
 use super::site::{WAIT_WORDS, site_of};
@@ -242,7 +243,7 @@ type CallKey = (u32, u32, Option<LockKey>);
 /// Per (tid, nr, lock): exact (ns, count) over sampled (ns, count).
 fn scales(inp: &Inputs<'_>) -> HashMap<CallKey, (f64, f64)> {
     let exact = exact_sleeps(inp);
-    let mut sampled: HashMap<CallKey, (u64, u64)> = HashMap::new();
+    let mut sampled: HashMap<CallKey, (u64, u64)> = HashMap::default();
     for s in inp.sleeps {
         let e = sampled
             .entry((s.key.tid, s.key.nr, s.key.lock))
@@ -262,7 +263,7 @@ fn scales(inp: &Inputs<'_>) -> HashMap<CallKey, (f64, f64)> {
 
 /// Per (tid, nr, lock): the exact sleep (ns, count) and the thread's pid.
 fn exact_sleeps(inp: &Inputs<'_>) -> HashMap<CallKey, (u64, u64, u32)> {
-    let mut exact: HashMap<CallKey, (u64, u64, u32)> = HashMap::new();
+    let mut exact: HashMap<CallKey, (u64, u64, u32)> = HashMap::default();
     for c in inp.offcpu {
         if let OffReason::Syscall { nr, lock } = c.reason {
             let e = exact.entry((c.tid, nr, lock)).or_default();
@@ -344,8 +345,8 @@ pub struct Gathered {
 pub fn gather(inp: &Inputs<'_>) -> Gathered {
     let scale = scales(inp);
     let mut sites: BTreeMap<String, SiteAcc> = BTreeMap::new();
-    let mut pair_sites: PairSites = HashMap::new();
-    let mut lock_sites: HashMap<LockKey, BTreeMap<String, f64>> = HashMap::new();
+    let mut pair_sites: PairSites = HashMap::default();
+    let mut lock_sites: HashMap<LockKey, BTreeMap<String, f64>> = HashMap::default();
     let mut placed = vec![];
     for (i, s) in inp.sleeps.iter().enumerate() {
         let (site, via) = site_of(&s.frames, s.runtime, WAIT_WORDS);
@@ -527,7 +528,7 @@ fn add_unsampled(inp: &Inputs<'_>, sites: &mut BTreeMap<String, SiteAcc>) {
 /// Futile waits never sleep: they come from the lock samples, scaled to
 /// each lock's exact count.
 fn add_futile(inp: &Inputs<'_>, sites: &mut BTreeMap<String, SiteAcc>) {
-    let mut sampled_futile: HashMap<LockKey, u64> = HashMap::new();
+    let mut sampled_futile: HashMap<LockKey, u64> = HashMap::default();
     for l in inp.lock_waits {
         *sampled_futile.entry(l.key).or_default() += l.futile;
     }

@@ -39,7 +39,8 @@ mod runtime;
 mod signals;
 mod site;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::fixed_hash::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::analyze::aggregate::ThreadUsage;
 use crate::model::{LockKey, OffCpuCounters, Waker};
@@ -192,7 +193,7 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         })
         .collect();
     let idle = idle_time(&sites, &first);
-    let mut verdicts: HashMap<String, report::Verdict> = HashMap::new();
+    let mut verdicts: HashMap<String, report::Verdict> = HashMap::default();
     for (name, a) in &sites {
         // This site's own waits are left out as the time it waits here.
         let mut elsewhere = idle.clone();
@@ -217,10 +218,10 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
             },
         );
     }
-    let mut contended_calls: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut contended_calls: HashMap<(u32, u32), u64> = HashMap::default();
     let mut contended_sites = BTreeSet::new();
     let mut contended_spans = Vec::new();
-    let mut aliases_of: HashMap<String, String> = HashMap::new();
+    let mut aliases_of: HashMap<String, String> = HashMap::default();
     let mut out: Vec<(WaitSite, Vec<LockKey>)> = sites
         .into_iter()
         .map(|(function, mut a)| {

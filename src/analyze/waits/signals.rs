@@ -16,7 +16,8 @@
 //! Each is computed from the sampled sleeps and the exact per-thread
 //! counters, with its threshold documented where it is used.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::fixed_hash::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::acc::{LockObject, SiteAcc, ThreadTime, object};
 use super::prior::WaitPrior;
@@ -48,7 +49,7 @@ pub const MIN_WAKERS_PER_WAITER: f64 = 2.0;
 /// the GVL's shared mutex took over a tenth of its site's time in 2 suite
 /// runs of 8, and the threads' hand-overs read as waiting for work).
 fn per_waiter_objects(a: &SiteAcc) -> bool {
-    let mut by_object: HashMap<LockObject, f64> = HashMap::new();
+    let mut by_object: HashMap<LockObject, f64> = HashMap::default();
     for (k, ns) in &a.by_lock {
         if a.held_objects.contains(&object(k)) {
             continue;
@@ -74,7 +75,7 @@ fn per_waiter_objects(a: &SiteAcc) -> bool {
 /// waited there once (a Ruby main thread taking the GVL at start, woken by
 /// one thread) does not dilute how the busy waiters hand over.
 fn mixed_wakes(a: &SiteAcc) -> bool {
-    let mut wakers: HashMap<u32, (BTreeSet<u32>, f64)> = HashMap::new();
+    let mut wakers: HashMap<u32, (BTreeSet<u32>, f64)> = HashMap::default();
     for w in &a.woken_sleeps {
         if w.waker != w.woken && a.waiters.contains(&w.waker) && a.waiters.contains(&w.woken) {
             let e = wakers.entry(w.woken).or_default();
@@ -375,8 +376,8 @@ pub fn nesting(
 ) -> HashMap<String, Nesting> {
     // Per thread, per site: (waiting, samples, the heaviest placed sample).
     type AtSite<'a> = (f64, u64, Option<&'a super::acc::Placed>);
-    let mut by_thread: HashMap<u32, BTreeMap<String, AtSite<'_>>> = HashMap::new();
-    let mut total: HashMap<u32, f64> = HashMap::new();
+    let mut by_thread: HashMap<u32, BTreeMap<String, AtSite<'_>>> = HashMap::default();
+    let mut total: HashMap<u32, f64> = HashMap::default();
     for p in placed {
         *total.entry(p.tid).or_default() += p.ns;
         if p.at.is_none() {
@@ -394,7 +395,7 @@ pub fn nesting(
         }
     }
     // Per thread: its loop sites and its nested ones.
-    let mut roles: HashMap<(u32, String), (bool, bool)> = HashMap::new();
+    let mut roles: HashMap<(u32, String), (bool, bool)> = HashMap::default();
     for (tid, sites) in &by_thread {
         let all = total[tid].max(1.0);
         let counted: Vec<(&String, &super::acc::Placed)> = sites
@@ -423,7 +424,7 @@ pub fn nesting(
             }
         }
     }
-    let mut out: HashMap<String, (f64, f64, f64)> = HashMap::new();
+    let mut out: HashMap<String, (f64, f64, f64)> = HashMap::default();
     for p in placed {
         let site = canonical(&p.site);
         let e = out.entry(site.clone()).or_default();

@@ -240,8 +240,8 @@ fn build_with_offcpu(
         offcpu,
         futile: &futile_exact,
         threads,
-        comms: &HashMap::new(),
-        lock_names: &HashMap::new(),
+        comms: &HashMap::default(),
+        lock_names: &HashMap::default(),
         duration_ns: WALL,
     })
 }
@@ -716,10 +716,10 @@ fn waiters_waking_the_next_right_after_their_own_wake_up_relay_and_take_no_turns
             lock_waits: &[],
             wakes: &wakes,
             offcpu: &[],
-            futile: &HashMap::new(),
+            futile: &HashMap::default(),
             threads: &threads,
-            comms: &HashMap::new(),
-            lock_names: &HashMap::new(),
+            comms: &HashMap::default(),
+            lock_names: &HashMap::default(),
             duration_ns: WALL,
         })
     };

@@ -6,27 +6,30 @@ use super::*;
 
 #[test]
 fn gawk_formatting_dates_with_tz_unset_stats_the_zone_file_per_call_and_with_tz_set_does_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = corpus("gawk-strftime", "bad");
-    let f = first(&bad, "syscall.storm");
+    live("gawk-strftime");
+}
+
+/// What `gawk_formatting_dates_with_tz_unset_stats_the_zone_file_per_call_and_with_tz_set_does_not` asserts of a bad and a healthy run, live or recorded.
+pub fn gawk_formatting_dates_with_tz_unset_stats_the_zone_file_per_call_and_with_tz_set_does_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "syscall.storm");
     assert_eq!(f.culprit.name, "newfstatat", "{f:?}");
     // One per line, and a few of gawk's own.
-    let calls = syscall(&bad, "newfstatat").calls;
+    let calls = syscall(bad, "newfstatat").calls;
     assert!((1_000_000..1_001_000).contains(&calls), "{calls}");
     // The file its calls name, and the glibc function that makes them.
     assert!(
         f.title.contains("on /etc/localtime"),
         "{}: {:?}",
         f.title,
-        syscall(&bad, "newfstatat").paths
+        syscall(bad, "newfstatat").paths
     );
     assert!(has_frame(&f.culprit.frames, "__tzfile_read"), "{f:?}");
     assert!(f.remedy.contains("TZ=:/etc/localtime"), "{}", f.remedy);
-    nothing_idle_is_contention(&bad);
-    let (healthy, _) = corpus("gawk-strftime", "healthy");
-    lacks(&healthy, "syscall.storm");
+    nothing_idle_is_contention(bad);
+    lacks(healthy, "syscall.storm");
     // The loader's and gawk's own stats only (the test's environment has
     // a long library path: a few hundred).
     let stats = healthy

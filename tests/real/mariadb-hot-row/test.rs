@@ -8,15 +8,19 @@ use super::*;
 
 #[test]
 fn mariadb_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("mariadb-hot-row", "lock.global-serializes");
+    live("mariadb-hot-row");
+}
+
+/// What `mariadb_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not` asserts of a bad and a healthy run, live or recorded.
+pub fn mariadb_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
     let f = bad
         .findings
         .first()
-        .unwrap_or_else(|| panic!("no finding: {:?}", ids(&bad)));
-    assert!(f.id.starts_with("lock."), "{:?}", ids(&bad));
+        .unwrap_or_else(|| panic!("no finding: {:?}", ids(bad)));
+    assert!(f.id.starts_with("lock."), "{:?}", ids(bad));
     assert!(f.evidence.iter().all(|e| e.holds()), "{f:?}");
     // The row lock's wait, in the UPDATE's index read: named by the
     // nearest named functions when the waiting one is not.
@@ -45,14 +49,13 @@ fn mariadb_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not() {
         lock.nested_share
     );
     // InnoDB's background pool waits for tasks: not contention.
-    not_contention(&bad, |f| f.contains("get_task"));
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
-    let (healthy, _) = corpus("mariadb-hot-row", "healthy");
+    not_contention(bad, |f| f.contains("get_task"));
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
     assert!(
         healthy.findings.iter().all(|f| !f.id.starts_with("lock.")),
         "{:?}",
-        ids(&healthy)
+        ids(healthy)
     );
-    lacks(&healthy, "wait.bottleneck");
+    lacks(healthy, "wait.bottleneck");
 }

@@ -11,11 +11,15 @@ use super::*;
 
 #[test]
 fn memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("memcached-hot-key", "lock.futile-churn");
-    let f = first(&bad, "lock.futile-churn");
+    live("memcached-hot-key");
+}
+
+/// What `memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not` asserts of a bad and a healthy run, live or recorded.
+pub fn memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "lock.futile-churn");
     let workers: Vec<u32> = bad
         .threads
         .iter()
@@ -67,7 +71,7 @@ fn memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not()
         site.waiters == 4 && site.waiter_tids.iter().all(|t| workers.contains(t)),
         "{site:?}"
     );
-    idle_syscalls_not_contention(&bad, &["epoll_wait", "clock_nanosleep"]);
+    idle_syscalls_not_contention(bad, &["epoll_wait", "clock_nanosleep"]);
     for s in bad
         .waits
         .iter()
@@ -75,15 +79,14 @@ fn memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not()
     {
         assert!(s.waiter_tids.iter().all(|t| workers.contains(t)), "{s:?}");
     }
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
     // 4 busy workers and the client on 2 CPUs may wait for a CPU, but that
     // is not what comes first.
-    let (healthy, _) = corpus("memcached-hot-key", "healthy");
     assert!(
         healthy.findings.iter().all(|f| !f.id.starts_with("lock.")),
         "{:?}",
-        ids(&healthy)
+        ids(healthy)
     );
     // No lock is fought over: (almost) no futex calls at all.
     let futex = |r: &Report| {
@@ -93,13 +96,13 @@ fn memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not()
             .map_or(0, |s| s.calls)
     };
     assert!(
-        futex(&healthy) * 100 < futex(&bad),
+        futex(healthy) * 100 < futex(bad),
         "futex calls: healthy {} bad {}",
-        futex(&healthy),
-        futex(&bad)
+        futex(healthy),
+        futex(bad)
     );
-    nothing_idle_is_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    nothing_idle_is_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }
 
 /// Issue 22: `kerntax top -p` on the same server watches the item lock's

@@ -33,11 +33,15 @@ fn no_idle_wait_is_contention(r: &Report) {
 
 #[test]
 fn node_workers_polling_a_shared_array_spin_and_waiting_in_atomics_wait_do_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("node-spin", "spin.waste");
-    let f = first(&bad, "spin.waste");
+    live("node-spin");
+}
+
+/// What `node_workers_polling_a_shared_array_spin_and_waiting_in_atomics_wait_do_not` asserts of a bad and a healthy run, live or recorded.
+pub fn node_workers_polling_a_shared_array_spin_and_waiting_in_atomics_wait_do_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "spin.waste");
     // The JS function that spins, by its name in the perf map: waitForJob,
     // or workerLoop when TurboFan inlined waitForJob into it (most of the
     // samples); not V8's Builtins_AtomicsLoad alone, an address in
@@ -86,14 +90,13 @@ fn node_workers_polling_a_shared_array_spin_and_waiting_in_atomics_wait_do_not()
     assert!(
         bad.findings.iter().all(|f| !f.id.starts_with("lock.")),
         "{:?}",
-        ids(&bad)
+        ids(bad)
     );
-    nothing_idle_is_contention(&bad);
-    no_idle_wait_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
+    nothing_idle_is_contention(bad);
+    no_idle_wait_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
 
-    let (healthy, _) = corpus("node-spin", "healthy");
-    lacks(&healthy, "spin.waste");
+    lacks(healthy, "spin.waste");
     assert!(
         healthy
             .spin
@@ -109,8 +112,8 @@ fn node_workers_polling_a_shared_array_spin_and_waiting_in_atomics_wait_do_not()
     assert!(
         healthy.findings.iter().all(|f| !f.id.starts_with("lock.")),
         "{:?}",
-        ids(&healthy)
+        ids(healthy)
     );
-    nothing_idle_is_contention(&healthy);
-    no_idle_wait_is_contention(&healthy);
+    nothing_idle_is_contention(healthy);
+    no_idle_wait_is_contention(healthy);
 }

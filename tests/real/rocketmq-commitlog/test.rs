@@ -88,11 +88,15 @@ fn idle_is_never_contention(r: &Report) {
 
 #[test]
 fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("rocketmq-commitlog", "lock.global-serializes");
-    let send = send_threads(&bad);
+    live("rocketmq-commitlog");
+}
+
+/// What `rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_not` asserts of a bad and a healthy run, live or recorded.
+pub fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let send = send_threads(bad);
     assert_eq!(send.len(), 16, "{:?}", bad.threads);
 
     // The put-message lock's wait site: the send threads park in
@@ -101,7 +105,7 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
     // waiters themselves, in CommitLog.asyncPutMessage's unlock), 1.3-1.8
     // of them waiting at any time over the 8 s profiled (ground truth: 2.1
     // in JFR's 6 s of load).
-    let site = sites_at(&bad, "PutMessageReentrantLock.lock")
+    let site = sites_at(bad, "PutMessageReentrantLock.lock")
         .next()
         .unwrap_or_else(|| panic!("no site at the put lock: {:?}", bad.waits));
     assert_eq!(site.class, WaitClass::Contention, "{site:?}");
@@ -125,7 +129,7 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
     );
     // The send pool's idle threads wait for requests in its queue: never
     // contention, whatever else the pool does.
-    let take = sites_named(&bad, "LinkedBlockingQueue.take")
+    let take = sites_named(bad, "LinkedBlockingQueue.take")
         .find(|s| s.waiter_tids.iter().filter(|&t| send.contains(t)).count() >= 12)
         .unwrap_or_else(|| panic!("no queue-take site of the send pool: {:?}", bad.waits));
     assert_eq!(take.class, WaitClass::WaitingForWork, "{take:?}");
@@ -147,7 +151,7 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
 
     // The finding: the put lock serializes the 16 send threads; RocketMQ's
     // own fix is fewer of them.
-    let f = first(&bad, "lock.global-serializes");
+    let f = first(bad, "lock.global-serializes");
     assert!(
         f.culprit.name.contains("CommitLog.asyncPutMessage")
             || f.culprit.name.contains("PutMessageReentrantLock"),
@@ -179,23 +183,22 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
             brief(s)
         );
     }
-    vm_waits_are_the_vms(&bad);
-    idle_is_never_contention(&bad);
+    vm_waits_are_the_vms(bad);
+    idle_is_never_contention(bad);
     // The broker's JIT frames were named: the JVM was asked for its map.
-    jvm_map_read(&bad);
-    lacks(&bad, "wait.bottleneck");
+    jvm_map_read(bad);
+    lacks(bad, "wait.bottleneck");
 
-    let (healthy, _) = corpus("rocketmq-commitlog", "healthy");
     // One send thread: nobody to contend with, and its spin lock never
     // spins; it waits for requests in the pool's queue.
-    let one = send_threads(&healthy);
+    let one = send_threads(healthy);
     assert_eq!(one.len(), 1, "{:?}", healthy.threads);
     assert!(
-        sites_at(&healthy, "PutMessageReentrantLock")
+        sites_at(healthy, "PutMessageReentrantLock")
             .next()
             .is_none()
     );
-    let take = sites_named(&healthy, "LinkedBlockingQueue.take")
+    let take = sites_named(healthy, "LinkedBlockingQueue.take")
         .find(|s| s.waiter_tids.contains(&one[0]))
         .unwrap_or_else(|| panic!("no queue-take site of the send thread: {:?}", healthy.waits));
     assert_eq!(take.class, WaitClass::WaitingForWork, "{take:?}");
@@ -213,10 +216,10 @@ fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_does_n
     {
         assert!(!s.waiter_tids.contains(&one[0]), "{}", brief(s));
     }
-    lacks(&healthy, "lock.global-serializes");
-    lacks(&healthy, "lock.contended-site");
-    lacks(&healthy, "spin.waste");
-    vm_waits_are_the_vms(&healthy);
-    idle_is_never_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    lacks(healthy, "lock.global-serializes");
+    lacks(healthy, "lock.contended-site");
+    lacks(healthy, "spin.waste");
+    vm_waits_are_the_vms(healthy);
+    idle_is_never_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }

@@ -7,11 +7,15 @@ use super::*;
 
 #[test]
 fn ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not() {
-    if !bpf_available() {
-        return;
-    }
-    let (bad, _) = bad_run("ruby-gvl", "lock.global-serializes");
-    let f = first(&bad, "lock.global-serializes");
+    live("ruby-gvl");
+}
+
+/// What `ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not` asserts of a bad and a healthy run, live or recorded.
+pub fn ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
+    let f = first(bad, "lock.global-serializes");
     // Named by its role, not libruby-3.1.so.3.1.7+0x20fe82.
     assert_eq!(f.culprit.name, "Ruby's GVL", "{f:?}");
     assert!(f.remedy.contains("Ractors"), "{}", f.remedy);
@@ -71,12 +75,11 @@ fn ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not() {
         .collect();
     assert!(ruby_named.len() >= 2, "{names:?}");
     assert!(ruby_named.iter().all(|n| !n.contains("rb_")), "{names:?}");
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
-    let (healthy, _) = corpus("ruby-gvl", "healthy");
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
     assert!(
         healthy.findings.iter().all(|f| !f.id.starts_with("lock.")),
         "{:?}",
-        ids(&healthy)
+        ids(healthy)
     );
 }

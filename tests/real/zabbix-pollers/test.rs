@@ -11,12 +11,17 @@ use super::*;
 
 #[test]
 fn zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4() {
-    if !bpf_available() {
-        return;
-    }
+    live("zabbix-pollers");
+}
+
+/// What `zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4`
+/// asserts of a bad and a healthy run, live or recorded.
+pub fn zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4_holds(
+    bad: &Report,
+    healthy: &Report,
+) {
     use kerntax::report::LockKind;
     const CONFIG_CACHE: [&str; 2] = ["DCpoller_requeue_items", "DCconfig_get_poller_items"];
-    let (bad, _) = bad_run("zabbix-pollers", "lock.global-serializes");
     // The right finding is lock.global-serializes (6 of 6 runs), but its
     // idle-CPU evidence sits at its threshold (0.51-0.53 >= 0.50): kerntax's
     // own tracing is charged to the target's CPU (1.47-1.55 CPUs under
@@ -29,7 +34,7 @@ fn zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4() {
     assert!(
         ["lock.global-serializes", "lock.contended-site"].contains(&f.id.as_str()),
         "{:?}",
-        ids(&bad)
+        ids(bad)
     );
     assert!(f.evidence.iter().all(|e| e.holds()), "{f:?}");
     // The configuration cache's rwlock, in shared memory, taken for writing
@@ -102,7 +107,7 @@ fn zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4() {
             sites.iter().map(|s| s.processes).max().unwrap_or(0),
         )
     };
-    let (queued, processes) = on_lock(&bad, &lock.display_name());
+    let (queued, processes) = on_lock(bad, &lock.display_name());
     assert!(
         queued >= 30.0 && processes >= 90,
         "queued {queued}, processes {processes}"
@@ -123,18 +128,17 @@ fn zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4() {
     // The other processes wait for time (zbx_sleep_loop), for IPC messages
     // (epoll_wait in libevent) or for PostgreSQL (poll in libpq): never
     // contention.
-    idle_syscalls_not_contention(&bad, &["epoll_wait", "clock_nanosleep", "poll"]);
-    nothing_idle_is_contention(&bad);
-    lacks(&bad, "wait.bottleneck");
+    idle_syscalls_not_contention(bad, &["epoll_wait", "clock_nanosleep", "poll"]);
+    nothing_idle_is_contention(bad);
+    lacks(bad, "wait.bottleneck");
 
     // 4 pollers: the same lock, taken as often, but hardly waited on (0.36-
     // 0.40 processes asleep on it). They still collide (28-31% of the waits
     // futile, 4.8-6.4 k waits a second; 43% EAGAIN without kerntax), so a
     // lock.futile-churn of a few percent may come (1 run in 3, at its
     // threshold); no serialising lock, no queue.
-    let (healthy, _) = corpus("zabbix-pollers", "healthy");
-    lacks(&healthy, "lock.global-serializes");
-    lacks(&healthy, "lock.contended-site");
+    lacks(healthy, "lock.global-serializes");
+    lacks(healthy, "lock.contended-site");
     for f in healthy
         .findings
         .iter()
@@ -149,11 +153,11 @@ fn zabbix_pollers_queue_on_the_config_cache_lock_with_100_and_not_with_4() {
         .max_by_key(|l| l.wait_ns)
         .expect("the config cache's rwlock");
     assert!(hlock.threads <= 16, "{hlock:?}");
-    let (queued, processes) = on_lock(&healthy, &hlock.display_name());
+    let (queued, processes) = on_lock(healthy, &hlock.display_name());
     assert!(
         queued < 2.0 && processes <= 16,
         "queued {queued}, processes {processes}"
     );
-    nothing_idle_is_contention(&healthy);
-    lacks(&healthy, "wait.bottleneck");
+    nothing_idle_is_contention(healthy);
+    lacks(healthy, "wait.bottleneck");
 }
