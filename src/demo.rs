@@ -258,11 +258,7 @@ pub fn first_finding(label: &str, r: &Report) -> String {
     let _ = writeln!(out, "  {label}, first finding: [{}] {}", f.id, f.title);
     let _ = writeln!(out, "    culprit: {}", f.culprit.name);
     for frame in f.culprit.frames.iter().take(SUMMARY_FRAMES) {
-        let _ = writeln!(
-            out,
-            "             {}",
-            crate::stacks::frame::short_frame(frame)
-        );
+        let _ = writeln!(out, "             {}", crate::frame::short_frame(frame));
     }
     crate::render::findings_text::wrapped(&mut out, "    remedy:  ", &f.remedy);
     let _ = writeln!(out, "    {}", f.expected_gain.words(" of the run"));

@@ -14,6 +14,7 @@ pub mod diff;
 pub mod error;
 pub mod findings;
 pub mod fixed_hash;
+pub mod frame;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod interp;

@@ -180,7 +180,7 @@ pub struct SampleTally {
     pub paths: HashMap<u32, HashMap<String, u64>>,
     /// The machine code around on-CPU samples' instructions, by where the
     /// instruction is (one copy each): from its address minus
-    /// `stacks::code::CODE_BEFORE`.
+    /// `frame::code::CODE_BEFORE`.
     pub code: HashMap<FrameLoc, Vec<u8>>,
     pub count: u64,
     /// When the run started (CLOCK_MONOTONIC ns): where sleeps' cells in

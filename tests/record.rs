@@ -272,3 +272,36 @@ fn a_damaged_recording_is_one_line_and_status_2() {
         }
     }
 }
+
+/// `kerntax top --record FILE`: the whole watched run's recording at the
+/// end, which `report` analyses like any other.
+#[test]
+fn top_records_the_whole_run_it_watched() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("top.rec");
+    ok(&[
+        "top",
+        "-n",
+        "2",
+        "-d",
+        "0.5",
+        "--json",
+        "--record",
+        s(&rec),
+        "--",
+        &lab("icinga_namespace"),
+        "bad",
+        "4",
+        "100000000",
+    ]);
+    let r: kerntax::report::Report = serde_json::from_slice(&replayed(&rec, dir.path())).unwrap();
+    assert!(r.duration_ns >= 900_000_000, "{}", r.duration_ns);
+    assert!(
+        r.locks
+            .iter()
+            .any(|l| l.symbol.as_deref() == Some("g_namespace_lock"))
+    );
+}

@@ -33,7 +33,7 @@ pub struct CpuSite {
     pub at: Option<FrameLoc>,
 }
 
-pub use crate::stacks::frame::function;
+pub use crate::frame::function;
 
 /// The frame the on-CPU samples whose keys gave way are shown under
 /// (`tally::MAX_CPU_KEYS`).

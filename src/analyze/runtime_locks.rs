@@ -11,7 +11,7 @@
 //! Domain knowledge, kept to what each runtime's own source states; a
 //! program's own names are never matched here.
 
-use crate::stacks::frame::function;
+use crate::frame::function;
 
 /// A runtime's well-known lock.
 pub struct RuntimeLock {
@@ -136,7 +136,7 @@ const VM_OPERATION_FRAME: &str = "VMThread::execute";
 /// Whether frame `i` of a wait's stack (innermost first) is libjvm's: named
 /// so, or with compiled Java methods on the stack.
 fn in_libjvm(frames: &[String], i: usize) -> bool {
-    frames[i].contains("libjvm") || frames.iter().any(|f| crate::stacks::frame::is_jit(f))
+    frames[i].contains("libjvm") || frames.iter().any(|f| crate::frame::is_jit(f))
 }
 
 /// The index of `VMThread::execute` on a wait's stack (innermost first): the

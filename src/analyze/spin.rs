@@ -2,7 +2,7 @@
 //! PAUSE (marked in BPF), on a compare-and-swap retried at once (samples
 //! gathered just after a LOCK CMPXCHG, from several threads), or with plain
 //! loads (the loop's code decoded: loads, compares and a branch, nothing
-//! else; `stacks::code`) — each loop apart by the function it spins in,
+//! else; `frame::code`) — each loop apart by the function it spins in,
 //! and the sched_yield calls per thread.
 
 use crate::fixed_hash::{HashMap, HashSet};
@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::aggregate::ThreadUsage;
 use super::cpu::{CpuSite, fold, fold_key, folded, function};
+use crate::frame::code::{CODE_BEFORE, CodeBytes, MAX_LOOP_BYTES, plain_load_loop};
 use crate::model::FrameLoc;
 use crate::report::{SpinLoop, SpinReport, ThreadYields};
-use crate::stacks::code::{CODE_BEFORE, CodeBytes, MAX_LOOP_BYTES, plain_load_loop};
 
 const MAX_SPIN_STACKS: usize = 10;
 
@@ -149,7 +149,7 @@ fn load_helper_caller(s: &CpuSite) -> Option<&str> {
     }
     s.user_frames[1..]
         .iter()
-        .find(|f| crate::stacks::frame::jit_kind(f) == Some(crate::stacks::jit::JitKind::Program))
+        .find(|f| crate::frame::jit_kind(f) == Some(crate::frame::jit::JitKind::Program))
         .map(|f| function(f))
 }
 

@@ -15,7 +15,7 @@
  *
  * A busy-wait with plain loads (a flag polled until another thread sets
  * it) has neither: every user-mode sample carries the code around its
- * instruction, and user space decodes the loop it sits in (stacks/code.rs).
+ * instruction, and user space decodes the loop it sits in (src/frame/code.rs).
  */
 #ifndef KT_CPU_BPF_H
 #define KT_CPU_BPF_H

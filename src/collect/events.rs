@@ -105,7 +105,7 @@ pub struct StackSample {
     /// replaced by execve): not a loss, and no user frames to show.
     pub no_user_stack: bool,
     /// An on-CPU sample in user code: the machine code from its instruction
-    /// minus `stacks::code::CODE_BEFORE`.
+    /// minus `frame::code::CODE_BEFORE`.
     pub code: Option<Vec<u8>>,
     /// A sampled call of a file syscall: the path it named.
     pub path: Option<String>,

@@ -61,8 +61,8 @@ impl Draft {
 /// program's JIT-compiled methods.
 fn java_remedy(id: &str, frames: &[String]) -> Option<&'static str> {
     let java = frames.iter().any(|f| {
-        crate::stacks::frame::jit_kind(f) == Some(crate::stacks::jit::JitKind::Program)
-            && crate::stacks::frame::is_jit(f)
+        crate::frame::jit_kind(f) == Some(crate::frame::jit::JitKind::Program)
+            && crate::frame::is_jit(f)
     });
     if !java {
         return None;
@@ -160,7 +160,7 @@ pub fn waiting_share(r: &Report, l: &LockReport) -> f64 {
     ratio(l.wait_ns as f64, wall_ns(r) * f64::from(l.threads.max(1)))
 }
 
-pub use crate::stacks::frame::function;
+pub use crate::frame::function;
 
 /// The first frame of a stack (innermost first) that is the program's own
 /// code rather than libc's or libpthread's lock machinery: where the lock
@@ -183,7 +183,7 @@ pub fn call_site(frames: &[String]) -> Option<String> {
     let at = frames.iter().position(|x| function(x) == f)?;
     if let Some(own) = frames[at..]
         .iter()
-        .find(|x| crate::stacks::frame::is_interpreted(x))
+        .find(|x| crate::frame::is_interpreted(x))
     {
         return Some(own.clone());
     }
@@ -265,7 +265,7 @@ impl Unit<'_> {
     pub fn callers(&self) -> Vec<String> {
         let mut out: Vec<String> = vec![];
         for s in &self.sites {
-            let f = crate::stacks::frame::short_function(&s.function);
+            let f = crate::frame::short_function(&s.function);
             if !out.contains(&f) {
                 out.push(f);
             }
@@ -355,7 +355,7 @@ pub fn contention_units(r: &Report) -> Vec<Unit<'_>> {
 /// (issue 19: netty's PoolArena lock, 2 threads, had joined RocketMQ's put
 /// lock through their common `Parker::park`).
 pub fn unit_wrapper(s: &WaitSite) -> Option<&str> {
-    use crate::stacks::jit::{JitKind, kind};
+    use crate::frame::jit::{JitKind, kind};
     s.via
         .iter()
         .rev()
@@ -366,7 +366,7 @@ pub fn unit_wrapper(s: &WaitSite) -> Option<&str> {
 /// Whether a site is named by a VM's own code (an interpreter frame, a
 /// stub) rather than by a method or a function.
 fn named_by_vm_code(s: &WaitSite) -> bool {
-    use crate::stacks::{frame::jit_kind, jit::JitKind};
+    use crate::frame::{jit::JitKind, jit_kind};
     let stub = s
         .function
         .split(crate::analyze::waits::VM_CALLING)

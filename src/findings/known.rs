@@ -5,7 +5,7 @@
 //! own names. The table stays small and every entry says where the
 //! behaviour is documented.
 
-use crate::stacks::frame::function;
+use crate::frame::function;
 
 pub struct KnownPattern {
     /// What it is, in a few words.

@@ -9,8 +9,8 @@
 //! `add`, ...); stacks with neither count as writes.
 
 use super::common::*;
+use crate::frame::words;
 use crate::report::{Finding, LockKind, LockReport, Report};
-use crate::stacks::frame::words;
 
 pub const ID: &str = "lock.exclusive-hot";
 /// The lock's share of all waiting on contended locks.

@@ -91,7 +91,7 @@ const INTERPRETED_CALLERS: usize = 2;
 fn interpreted_callers(frames: &[String]) -> Option<String> {
     let named: Vec<&str> = frames
         .iter()
-        .filter(|f| crate::stacks::frame::is_interpreted(f))
+        .filter(|f| crate::frame::is_interpreted(f))
         .take(INTERPRETED_CALLERS)
         .map(String::as_str)
         .collect();

@@ -161,7 +161,7 @@ pub(crate) fn cpu(r: &Report, out: &mut String) {
         let _ = writeln!(
             out,
             "{:<60} {:>6.1}% {:>6.1}% {:>6.1}%",
-            super::waits_text::fit(&crate::stacks::frame::short_function(&f.name), 60),
+            super::waits_text::fit(&crate::frame::short_function(&f.name), 60),
             pct(f.self_user + f.self_kernel),
             pct(f.self_kernel),
             pct(f.total)

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
+use crate::frame::short_frame;
 use crate::report::{EndReason, Mode, Report, SyscallReport};
-use crate::stacks::frame::short_frame;
 
 /// How many syscalls the table shows.
 const TOP_SYSCALLS: usize = 15;

@@ -6,9 +6,9 @@
 
 use std::sync::OnceLock;
 
+use crate::frame::file_name;
 use crate::model::LockKey;
 use crate::recording::LockName;
-use crate::stacks::frame::file_name;
 use crate::stacks::maps::Mapping;
 use crate::stacks::unwind::Unwinding;
 

@@ -1,9 +1,7 @@
 //! User stacks: unwinding sampled stacks while their process lives, and
 //! naming the frames afterwards.
 
-pub mod code;
 pub mod elf;
-pub mod frame;
 pub mod jit;
 pub mod kallsyms;
 pub mod lock_name;

@@ -8,8 +8,8 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::elf::ModuleTable;
-use super::frame::{JIT_LOCATION, file_name, is_language_runtime, is_runtime_library};
 use super::jit::{self, JitMaps};
+use crate::frame::{JIT_LOCATION, file_name, is_language_runtime, is_runtime_library};
 use crate::interp::python::frames::Pythons;
 use crate::interp::ruby::frames::Rubies;
 use crate::model::FrameLoc;

@@ -349,7 +349,7 @@ fn outputs_carry_interpreted_frames(folded: &str, html: &str, pprof_gz: &[u8]) {
     let mut frames: Vec<&str> = Vec::new();
     for (_, s) in &stacks {
         for f in s.split(';') {
-            if kerntax::stacks::frame::is_interpreted(f) && !frames.contains(&f) {
+            if kerntax::frame::is_interpreted(f) && !frames.contains(&f) {
                 frames.push(f);
             }
         }

@@ -72,7 +72,7 @@ const EVIDENCE: &[(LockKind, &[&str])] = &[
     ),
 ];
 
-use crate::stacks::frame::function;
+use crate::frame::function;
 
 /// The kind a stack shows, from its innermost library frame that says: a
 /// mutex re-taken inside pthread_cond_wait is a mutex wait.

@@ -313,18 +313,18 @@ const THREAD_START: &[&str] = &[
 /// Frames between frame `at` and the thread's entry function on `frames`
 /// (innermost first), if the stack is whole and not a VM's.
 fn from_entry(frames: &[String], at: usize, truncated: bool) -> Option<usize> {
-    use crate::stacks::frame::{function, jit_kind};
+    use crate::frame::{function, jit_kind};
     if truncated || frames.iter().any(|f| jit_kind(f).is_some()) {
         return None;
     }
     // The C library's and C++ runtime's frames (named, or unnamed in a
     // stripped libstdc++: `libstdc++.so.6.0.30+0xd44a2`) start threads.
     let runtime = |f: &str| {
-        let (name, location, _) = crate::stacks::frame::split(f);
+        let (name, location, _) = crate::frame::split(f);
         let module = name
             .rsplit_once("+0x")
             .map_or(location.unwrap_or(""), |(m, _)| m);
-        crate::stacks::frame::is_runtime_library(module)
+        crate::frame::is_runtime_library(module)
     };
     let entry = frames.iter().rposition(|f| {
         !THREAD_START.contains(&function(f)) && !f.contains("std::thread") && !runtime(f)
@@ -360,7 +360,7 @@ pub fn gather(inp: &Inputs<'_>) -> Gathered {
             .frames
             .iter()
             .skip(s.runtime)
-            .position(|f| crate::stacks::frame::function(f) == site)
+            .position(|f| crate::frame::function(f) == site)
             .map_or(s.runtime, |p| p + s.runtime);
         placed.push(Placed {
             site: site.clone(),

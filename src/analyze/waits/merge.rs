@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 
 use super::acc::SiteAcc;
 use super::prior::WaitPrior;
-use crate::stacks::frame::{function, is_jit, jit_kind};
-use crate::stacks::jit::JitKind;
+use crate::frame::jit::JitKind;
+use crate::frame::{function, is_jit, jit_kind};
 
 /// The share of a site's time whose stacks show the other site's method as
 /// its caller, from which the other is its inlined form.

@@ -9,11 +9,11 @@
 //! VM's `rb_threadptr_execute_interrupts`).
 
 use crate::analyze::runtime_locks::unnamed;
-use crate::report::{Release, WaitSite};
-use crate::stacks::frame::{
+use crate::frame::jit::JitKind;
+use crate::frame::{
     function, is_interpreted, is_python_interpreter, is_ruby_interpreter, jit_kind, short_function,
 };
-use crate::stacks::jit::JitKind;
+use crate::report::{Release, WaitSite};
 
 /// Named callers shown beside an unnamed site.
 const NAMED_CALLERS: usize = 2;

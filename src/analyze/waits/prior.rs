@@ -15,7 +15,7 @@
 //! variable's mutex inside `pthread_cond_wait`, and a sleep there is a
 //! mutex wait.
 
-use crate::stacks::frame::function;
+use crate::frame::function;
 
 pub use crate::report::WaitPrior;
 

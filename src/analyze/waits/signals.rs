@@ -23,7 +23,7 @@ use super::acc::{LockObject, SiteAcc, ThreadTime, object};
 use super::prior::WaitPrior;
 use super::site::{WAKE_WORDS, site_of};
 use super::{Inputs, WakeSample};
-use crate::stacks::frame::function;
+use crate::frame::function;
 
 /// The most a waker may have run since its own last sleep ended for its
 /// wake-up to pass that one on: the few microseconds a queue's consumer

@@ -3,8 +3,8 @@
 //! it is `naming`'s). A VM's threads are named by the program's methods past the
 //! platform's, a site in a VM's own code by the method it called.
 
-use crate::stacks::frame::{function, is_jit, jit_kind, words};
-use crate::stacks::jit::JitKind;
+use crate::frame::jit::JitKind;
+use crate::frame::{function, is_jit, jit_kind, words};
 
 /// Own frames looked at for the site, past the runtime's.
 const MAX_WRAPPERS: usize = 6;

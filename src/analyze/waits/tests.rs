@@ -1,8 +1,8 @@
 use super::acc::{Outcome, outcome};
 use super::signals::MAX_LOOP_FROM_ENTRY;
 use super::*;
+use crate::frame::short_function;
 use crate::model::OffReason;
-use crate::stacks::frame::short_function;
 
 fn frames(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()

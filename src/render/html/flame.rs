@@ -3,8 +3,8 @@
 //! ids, which would clash with each other inline on one page.
 
 use super::esc;
+use crate::frame::short_frames;
 use crate::render::folded::{Stacks, lines};
-use crate::stacks::frame::short_frames;
 
 /// One flame graph: (id, title, what a unit of width is, stacks).
 pub struct View<'a> {

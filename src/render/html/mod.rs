@@ -6,7 +6,7 @@
 mod chart;
 mod flame;
 
-use crate::stacks::frame::short_frames;
+use crate::frame::short_frames;
 
 use std::fmt::Write;
 

@@ -4,6 +4,9 @@
 //! words a name is made of. The JSON keeps frames whole; only the terminal
 //! and the HTML page show the short forms.
 
+pub mod code;
+pub mod jit;
+
 const INLINED: &str = " [inlined]";
 
 /// Libraries whose frames are the runtime's wait and lock machinery (libc,
@@ -104,11 +107,11 @@ pub fn is_jit(frame: &str) -> bool {
 /// What a frame past the C runtime's is: JIT code of a kind, the native
 /// code of a language runtime (`Parker::park (libjvm.so)`, which counts as
 /// the platform's), or other native code (None).
-pub fn jit_kind(frame: &str) -> Option<super::jit::JitKind> {
+pub fn jit_kind(frame: &str) -> Option<jit::JitKind> {
     match split(frame) {
-        (name, Some(JIT_LOCATION), _) => Some(super::jit::kind(name.trim())),
-        (_, Some(lib), _) if is_language_runtime(lib) => Some(super::jit::JitKind::Platform),
-        (name, Some(_), _) if is_v8_internal(name.trim()) => Some(super::jit::JitKind::Platform),
+        (name, Some(JIT_LOCATION), _) => Some(jit::kind(name.trim())),
+        (_, Some(lib), _) if is_language_runtime(lib) => Some(jit::JitKind::Platform),
+        (name, Some(_), _) if is_v8_internal(name.trim()) => Some(jit::JitKind::Platform),
         _ => None,
     }
 }
