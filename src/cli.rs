@@ -360,10 +360,9 @@ fn profile(what: What, opts: ProfileArgs, started: Instant) -> anyhow::Result<i3
         &outcome.recording,
         &outcome.lock_names,
     );
-    let recorded = opts
-        .record
-        .as_deref()
-        .map_or(Ok(()), |p| record_to(p, &outcome.recording));
+    let recorded = opts.record.as_deref().map_or(Ok(()), |p| {
+        crate::recording::file::write(p, &outcome.recording).map(drop)
+    });
     written?;
     traced?;
     recorded?;
@@ -395,15 +394,6 @@ fn perfetto(
         eprintln!("kerntax: debug: perfetto trace: {w:?}");
     }
     Ok(())
-}
-
-/// Writes a recording to `path` (atomically).
-fn record_to(
-    path: &std::path::Path,
-    recording: &crate::recording::Recording,
-) -> anyhow::Result<()> {
-    let bytes = crate::recording::file::encode(recording);
-    crate::render::json::write_atomic(path, &bytes)
 }
 
 /// The target of `top` or `agent`: a process or a command, one of them.
@@ -448,8 +438,7 @@ fn dispatch(cli: Cli, started: Instant) -> anyhow::Result<i32> {
                 windows_only: false,
             };
             let outcome = session::profile(what, &options, started)?;
-            record_to(&output, &outcome.recording)?;
-            let bytes = std::fs::metadata(&output).map_or(0, |m| m.len());
+            let bytes = crate::recording::file::write(&output, &outcome.recording)?;
             eprintln!(
                 "kerntax: recorded {} of {} into {} ({}); `kerntax report {}` analyses it",
                 crate::units::duration(outcome.report.duration_ns),

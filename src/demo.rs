@@ -367,9 +367,9 @@ pub fn run(opts: &DemoOptions<'_>) -> Result<i32> {
             };
             outputs.write(&outcome.report)?;
             // Its recording beside them, for `kerntax report` with newer rules.
-            crate::render::json::write_atomic(
+            crate::recording::file::write(
                 &opts.out.join(report_file(s.name, variant, "rec")),
-                &crate::recording::file::encode(&outcome.recording),
+                &outcome.recording,
             )?;
             reports.push(outcome.report);
         }

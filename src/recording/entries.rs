@@ -9,9 +9,13 @@ use std::hash::{BuildHasher, Hash};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// `map`'s entries in a stable order (each key has one debug text).
-pub fn sorted<K: Debug, V, H>(map: &HashMap<K, V, H>) -> Vec<(&K, &V)> {
-    let mut out: Vec<(String, (&K, &V))> = map.iter().map(|e| (format!("{:?}", e.0), e)).collect();
+/// A map's entries (borrowed or owned) in a stable order: by their keys'
+/// debug text (each key has one).
+pub fn sorted<K: Debug, V>(entries: impl IntoIterator<Item = (K, V)>) -> Vec<(K, V)> {
+    let mut out: Vec<(String, (K, V))> = entries
+        .into_iter()
+        .map(|e| (format!("{:?}", e.0), e))
+        .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out.into_iter().map(|(_, e)| e).collect()
 }

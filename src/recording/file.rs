@@ -33,7 +33,16 @@ pub fn encode(r: &Recording) -> Vec<u8> {
     gz.finish().expect("writing to memory cannot fail")
 }
 
-/// The fields that say what a file is, read before the rest.
+/// Writes `r` to `path` (atomically: a temporary file, then a rename);
+/// the bytes written.
+pub fn write(path: &Path, r: &Recording) -> anyhow::Result<u64> {
+    let bytes = encode(r);
+    crate::render::json::write_atomic(path, &bytes)?;
+    Ok(bytes.len() as u64)
+}
+
+/// The fields that say what a file is, for a file that is not a sound
+/// recording.
 #[derive(Deserialize)]
 struct Head {
     format: Option<serde_json::Value>,
@@ -56,16 +65,24 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, String> {
             MAX_DECOMPRESSED_BYTES >> 20
         ));
     }
-    let head: Head = serde_json::from_slice(&json)
-        .map_err(|e| format!("not a kerntax recording (not valid JSON inside: {e})"))?;
-    if head.format.as_ref().and_then(|f| f.as_str()) != Some(FORMAT) {
+    // One parse when the file is sound; what it says it is is read only
+    // to say why it is not.
+    let parsed = serde_json::from_slice::<Recording>(&json);
+    let (format, version) = match &parsed {
+        Ok(rec) => (Some(rec.format.clone()), Some(u64::from(rec.version))),
+        Err(_) => {
+            let head: Head = serde_json::from_slice(&json)
+                .map_err(|e| format!("not a kerntax recording (not valid JSON inside: {e})"))?;
+            (
+                head.format.and_then(|f| f.as_str().map(str::to_string)),
+                head.version.and_then(|v| v.as_u64()),
+            )
+        }
+    };
+    if format.as_deref() != Some(FORMAT) {
         return Err("not a kerntax recording (it does not say it is one)".into());
     }
-    let version = head
-        .version
-        .as_ref()
-        .and_then(|v| v.as_u64())
-        .ok_or("not a kerntax recording (it has no version)")?;
+    let version = version.ok_or("not a kerntax recording (it has no version)")?;
     if version > u64::from(VERSION) {
         return Err(format!(
             "recorded by a newer kerntax (recording version {version}); this one reads \
@@ -78,8 +95,7 @@ pub fn decode(bytes: &[u8]) -> Result<Recording, String> {
              (version {VERSION}): analyse it with the kerntax that recorded it"
         ));
     }
-    let rec: Recording =
-        serde_json::from_slice(&json).map_err(|e| format!("a damaged kerntax recording: {e}"))?;
+    let rec = parsed.map_err(|e| format!("a damaged kerntax recording: {e}"))?;
     check(&rec)?;
     Ok(rec)
 }

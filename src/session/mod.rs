@@ -515,7 +515,7 @@ pub fn profile_watched(
         },
         kernel,
         threads,
-        samples: Samples::of(&window.tally),
+        samples: Samples::of(window.tally),
         named,
         kernel_stacks,
         sched_trace: window.sched_trace.map(|t| SchedTrace {
@@ -524,7 +524,6 @@ pub fn profile_watched(
             ..clocks(t)
         }),
     };
-    drop(window.tally);
     let analysed = analyze::recorded::report(&recording);
     let exit_code = match (mode, analysed.report.exit_status) {
         (Mode::Run, Some(code)) => code,

@@ -353,10 +353,7 @@ pub fn top(opts: TopOptions, started: Instant) -> Result<i32> {
     drop(null);
     let written = opts.outputs.write(&outcome.report);
     if let Some(path) = &opts.record {
-        crate::render::json::write_atomic(
-            path,
-            &crate::recording::file::encode(&outcome.recording),
-        )?;
+        crate::recording::file::write(path, &outcome.recording)?;
     }
     written?;
     Ok(0)
