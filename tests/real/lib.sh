@@ -56,18 +56,27 @@ real_profile_run() {
 }
 
 # real_profile_attach OUT.json PID SECS: profiles a running server for SECS
-# seconds in the background; real_profile_wait waits for the report.
+# seconds in the background, returning once kerntax says it profiles (its
+# "kerntax: profiling pid" line), so that a load started next is profiled
+# from its first second (a fixed half-second sleep let a JVM's load start
+# before kerntax had attached); real_profile_wait waits for the report.
 real_profile_attach() {
-    local out=$1 pid=$2 secs=$3
+    local out=$1 pid=$2 secs=$3 said i
     if [ "$KERNTAX" = none ]; then
         real_attach_pid=
         return
     fi
+    said=$(mktemp "${TMPDIR:-/tmp}/kerntax-attach.XXXXXX")
+    real_cleanup_add "rm -f '$said'"
     "$KERNTAX" attach "$pid" --duration "$secs" --json "$out" \
-        ${KERNTAX_RECORD:+--record "$KERNTAX_RECORD"} &
+        ${KERNTAX_RECORD:+--record "$KERNTAX_RECORD"} 2> >(tee "$said" >&2) &
     real_attach_pid=$!
-    # Attached once it says so; the load starts after.
-    sleep 0.5
+    for ((i = 0; i < 600; i++)); do
+        grep -q '^kerntax: profiling pid' "$said" && return 0
+        kill -0 "$real_attach_pid" 2>/dev/null || return 0
+        sleep 0.05
+    done
+    echo "real: kerntax attach said nothing in 30 s" >&2
 }
 real_profile_wait() {
     if [ -n "${real_attach_pid:-}" ]; then

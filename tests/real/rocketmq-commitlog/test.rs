@@ -102,8 +102,8 @@ pub fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_do
     // The put-message lock's wait site: the send threads park in
     // PutMessageReentrantLock.lock (its heaviest stack), all 16 of them
     // and nobody else, handing the lock to one another (released by the
-    // waiters themselves, in CommitLog.asyncPutMessage's unlock), 1.3-1.8
-    // of them waiting at any time over the 8 s profiled (ground truth: 2.1
+    // waiters themselves, in CommitLog.asyncPutMessage's unlock), 1.9-3.8
+    // of them waiting at any time over the 6 s profiled (ground truth: 2.1
     // in JFR's 6 s of load).
     let site = sites_at(bad, "PutMessageReentrantLock.lock")
         .next()
@@ -115,7 +115,7 @@ pub fn rocketmq_send_threads_queue_on_the_commit_log_lock_and_one_send_thread_do
         .filter(|&t| send.contains(t))
         .count();
     assert!(send_waiters >= 12, "{site:?}");
-    assert!(site.waiting_threads >= 0.7, "{site:?}");
+    assert!(site.waiting_threads >= 1.0, "{site:?}");
     assert!(site.turns_share >= 0.5, "{site:?}");
     assert!(
         site.releases.iter().any(|r| r.from_waiters
