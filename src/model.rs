@@ -193,13 +193,18 @@ pub struct OffCpuCounters {
     pub pid: u32,
     pub tid: u32,
     pub reason: OffReason,
+    /// Asleep uninterruptibly (D state: the disk, a journal commit, a page
+    /// read in, a kernel lock), not waiting for an event. Absent in
+    /// recordings made before it was kept: false.
+    #[serde(default)]
+    pub uninterruptible: bool,
     pub ns: u64,
     pub count: u64,
 }
 
 impl OffCpuCounters {
-    pub fn key(&self) -> (u32, u32, OffReason) {
-        (self.pid, self.tid, self.reason)
+    pub fn key(&self) -> (u32, u32, OffReason, bool) {
+        (self.pid, self.tid, self.reason, self.uninterruptible)
     }
 }
 

@@ -14,6 +14,8 @@ mod common;
 // Issue 19's programs, each with its test beside its script.
 #[path = "real/gawk-strftime/test.rs"]
 mod gawk_strftime;
+#[path = "real/gzip-starved/test.rs"]
+mod gzip_starved;
 #[path = "real/mariadb-hot-row/test.rs"]
 mod mariadb_hot_row;
 #[path = "real/memcached-hot-key/test.rs"]
@@ -24,6 +26,8 @@ mod node_spin;
 mod rocketmq_commitlog;
 #[path = "real/ruby-gvl/test.rs"]
 mod ruby_gvl;
+#[path = "real/sqlite-commits/test.rs"]
+mod sqlite_commits;
 #[path = "real/zabbix-pollers/test.rs"]
 mod zabbix_pollers;
 
@@ -264,6 +268,11 @@ const PROGRAMS: &[Program] = &[
         holds: gawk_strftime::gawk_formatting_dates_with_tz_unset_stats_the_zone_file_per_call_and_with_tz_set_does_not_holds,
     },
     Program {
+        name: "gzip-starved",
+        first: Some("sched.starved"),
+        holds: gzip_starved::gzip_among_busy_neighbours_waits_for_their_cpus_and_alone_does_not_holds,
+    },
+    Program {
         name: "mariadb-hot-row",
         first: Some("lock.global-serializes"),
         holds: mariadb_hot_row::mariadb_connections_queue_on_a_hot_row_lock_and_on_spread_rows_do_not_holds,
@@ -287,6 +296,11 @@ const PROGRAMS: &[Program] = &[
         name: "ruby-gvl",
         first: Some("lock.global-serializes"),
         holds: ruby_gvl::ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not_holds,
+    },
+    Program {
+        name: "sqlite-commits",
+        first: Some("io.synchronous"),
+        holds: sqlite_commits::sqlite_committing_every_insert_waits_for_the_disk_and_one_transaction_does_not_holds,
     },
     Program {
         name: "zabbix-pollers",

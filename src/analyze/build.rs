@@ -264,6 +264,7 @@ pub fn build(inp: Inputs) -> Report {
         sampling: inp.run.sampling,
         loss: inp.run.loss,
         profiler: inp.run.profiler,
+        host: inp.run.host,
     };
     report.findings = crate::findings::analyse(&report);
     report
@@ -454,6 +455,7 @@ pub(crate) mod tests {
                     recursion_misses: 0,
                 }],
             },
+            host: Default::default(),
         }
     }
 

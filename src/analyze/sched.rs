@@ -43,6 +43,50 @@ pub fn reason_of(reason: &OffReason, contended: &HashMap<LockKey, bool>) -> OffC
     }
 }
 
+/// A sleep the kernel saw as uninterruptible (D state) is I/O (the disk, a
+/// journal, a page read in, a kernel lock) whatever the call: a `write` or
+/// an `fdatasync` that waits for the disk is not a thread waiting for an
+/// event, and a page fault's read is no longer "other".
+pub fn uninterruptible_or(reason: OffCpuReason, uninterruptible: bool) -> OffCpuReason {
+    match reason {
+        OffCpuReason::BlockingSyscall | OffCpuReason::Other if uninterruptible => OffCpuReason::Io,
+        r => r,
+    }
+}
+
+/// Where a call sleeps (thread, syscall; None outside any): the sampled
+/// stacks carry no sleep state, so a call's stacks go where most of its
+/// sleep went.
+type CallKey = (u32, Option<u32>);
+
+fn call_of(tid: u32, reason: &OffReason) -> Option<CallKey> {
+    match reason {
+        OffReason::Syscall { nr, .. } => Some((tid, Some(*nr))),
+        OffReason::Other => Some((tid, None)),
+        OffReason::RunQueue => None,
+    }
+}
+
+/// The calls that slept uninterruptibly for most of their sleep.
+fn mostly_uninterruptible(counters: &[OffCpuCounters]) -> BTreeSet<CallKey> {
+    let mut by_call: BTreeMap<CallKey, (u64, u64)> = BTreeMap::new();
+    for c in counters {
+        if let Some(k) = call_of(c.tid, &c.reason) {
+            let e = by_call.entry(k).or_default();
+            if c.uninterruptible {
+                e.0 += c.ns;
+            } else {
+                e.1 += c.ns;
+            }
+        }
+    }
+    by_call
+        .into_iter()
+        .filter(|(_, (d, other))| d > other)
+        .map(|(k, _)| k)
+        .collect()
+}
+
 /// Stacks by frames: (time or count they stand for, samples).
 type StackSums = BTreeMap<Vec<String>, (u64, u64)>;
 
@@ -121,7 +165,7 @@ pub fn offcpu(
     // (tid, reason) -> (pid, ns, count, ns by syscall)
     let mut per: ReasonSums = BTreeMap::new();
     for c in counters {
-        let reason = reason_of(&c.reason, kinds);
+        let reason = uninterruptible_or(reason_of(&c.reason, kinds), c.uninterruptible);
         let (mut ns, mut count) = (c.ns, c.count);
         if let OffReason::Syscall { nr, .. } = c.reason
             && movable(reason)
@@ -151,9 +195,11 @@ pub fn offcpu(
             *e.3.entry(syscall_name(nr)).or_default() += ns;
         }
     }
+    let in_d = mostly_uninterruptible(counters);
     let mut site_stacks: HashMap<(u32, OffCpuReason), StackSums> = HashMap::default();
     for s in sites {
-        let mut reason = reason_of(&s.reason, kinds);
+        let d = call_of(s.tid, &s.reason).is_some_and(|k| in_d.contains(&k));
+        let mut reason = uninterruptible_or(reason_of(&s.reason, kinds), d);
         if movable(reason)
             && let Some(site_of) = contended.site_of
             && contended.sites.contains(&site_of(s))
@@ -358,9 +404,64 @@ mod tests {
             pid: 1,
             tid,
             reason,
+            uninterruptible: false,
             ns,
             count: 1,
         }
+    }
+
+    /// Issue 37: a sleep in D state is I/O whatever the call (an
+    /// fdatasync, a write blocked on writeback, a page fault's read), and
+    /// its stacks go with it; the same call asleep interruptibly stays a
+    /// blocking syscall.
+    #[test]
+    fn uninterruptible_sleeps_are_io_with_their_stacks_issue_37() {
+        let nr = |name: &str| crate::names::syscall_nr(name).unwrap();
+        let sync = OffReason::Syscall {
+            nr: nr("fdatasync"),
+            lock: None,
+        };
+        let read = OffReason::Syscall {
+            nr: nr("read"),
+            lock: None,
+        };
+        let d = |c: OffCpuCounters| OffCpuCounters {
+            uninterruptible: true,
+            ..c
+        };
+        let counters = [
+            d(off(5, sync, 900)),
+            off(5, sync, 100),
+            off(5, read, 300),
+            d(off(5, OffReason::Other, 40)),
+            off(5, OffReason::RunQueue, 20),
+        ];
+        let site = |reason| OffCpuSite {
+            tid: 5,
+            reason,
+            frames: vec![format!("{reason:?}")],
+            ns: 10,
+            samples: 1,
+            runtime: 0,
+        };
+        let sites = [site(sync), site(read)];
+        let t = &offcpu(
+            &counters,
+            &sites,
+            &Contended::default(),
+            &HashMap::default(),
+        )[0];
+        let by = |r: OffCpuReason| t.reasons.iter().find(|x| x.reason == r);
+        let io = by(OffCpuReason::Io).unwrap();
+        assert_eq!(io.ns, 940);
+        assert_eq!(io.syscalls.get("fdatasync"), Some(&900));
+        assert_eq!(io.stacks.len(), 1);
+        assert!(io.stacks[0].frames[0].contains(&nr("fdatasync").to_string()));
+        let blocking = by(OffCpuReason::BlockingSyscall).unwrap();
+        assert_eq!(blocking.ns, 400);
+        assert_eq!(blocking.stacks.len(), 1);
+        assert_eq!(by(OffCpuReason::Involuntary).unwrap().ns, 20);
+        assert!(by(OffCpuReason::Other).is_none());
     }
 
     #[test]

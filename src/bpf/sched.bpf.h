@@ -13,6 +13,7 @@
 #define KT_SCHED_BPF_H
 
 #define KT_TASK_RUNNING 0
+#define KT_TASK_UNINTERRUPTIBLE 0x2
 #define KT_PF_KTHREAD 0x00200000
 
 struct {
@@ -105,7 +106,7 @@ static __always_inline void flush_pending(struct kt_task *t, __u32 pid, __u32 ti
 }
 
 static __always_inline void switched_out(struct kt_task *t, struct task_struct *prev, __u64 now,
-					 unsigned int prev_state)
+					 bool preempt, unsigned int prev_state)
 {
 	struct kt_totals *tot = totals();
 	bool preempted = (prev_state & 0xff) == KT_TASK_RUNNING;
@@ -134,6 +135,10 @@ static __always_inline void switched_out(struct kt_task *t, struct task_struct *
 			t->waker.woken_tid = 0;
 		t->early_wake_ns = 0;
 	}
+	/* Asleep in D state: not preempted on its way to sleep (its state
+	 * already set, still runnable), the one case where a D state is not a
+	 * sleep. */
+	t->off_uninterruptible = !preempted && !preempt && (prev_state & KT_TASK_UNINTERRUPTIBLE);
 	if (preempted)
 		t->off_reason = KT_OFF_PREEMPTED;
 	else if (t->enter_ns)
@@ -163,6 +168,8 @@ static __noinline void switched_in(struct kt_task *t, struct task_struct *next, 
 			if (t->lock_op == KT_LOCK_OP_WAIT || t->lock_op == KT_LOCK_OP_WAIT_PI)
 				k.lock = t->lock;
 		}
+		if (t->off_uninterruptible)
+			k.reason |= KT_OFF_UNINTERRUPTIBLE;
 		pend_add(&kt_offcpu, (__u64 *)&t->off_key, &t->off_pend, (const __u64 *)&k,
 			 sizeof(k) / 8, sleep, &full);
 		if (runq) {
@@ -202,7 +209,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
 
 	if (tp) {
 		now = bpf_ktime_get_ns();
-		switched_out(tp, prev, now, prev_state);
+		switched_out(tp, prev, now, preempt, prev_state);
 	}
 	t = task_state(next);
 	if (t && t->off_since_ns) {

@@ -16,6 +16,12 @@ enum kt_off_reason {
 	KT_OFF_RUNQ = 4,      /* woken, waiting on a run queue to run again */
 };
 
+/* Or'ed into kt_offcpu_key.reason (KT_OFF_SYSCALL, KT_OFF_OTHER): the sleep
+ * was uninterruptible (TASK_UNINTERRUPTIBLE: the disk, a journal commit, a
+ * page read in, a kernel lock), not a wait for an event a thread or a peer
+ * sends. */
+#define KT_OFF_UNINTERRUPTIBLE 0x100
+
 /* A wake-up that comes after a thread went to sleep and before its
  * switch-out ends the sleep that switch-out begins, if the switch-out comes
  * within this (the scheduler picking the next task takes microseconds). An

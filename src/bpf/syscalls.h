@@ -92,7 +92,7 @@ struct kt_task {
 	__u64 woken_ns;          /* when the current sleep was ended by a wake-up */
 	struct kt_wakeup_key waker;
 	__u32 poll_fds;          /* fds the poll-family call in flight waits on */
-	__u32 _pad3;
+	__u32 off_uninterruptible; /* the current sleep is uninterruptible */
 	__u64 req_bytes;         /* the length argument of the data call in flight */
 	__u64 last_wake_ns;      /* when the last sleep was ended by a wake-up ... */
 	struct kt_waker_ref last_waker; /* ... and by whom */

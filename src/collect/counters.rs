@@ -154,6 +154,8 @@ impl Collector<'_> {
             }
         }
 
+        // src/bpf/sched.h: or'ed into an off-CPU key's reason.
+        const KT_OFF_UNINTERRUPTIBLE: u32 = 0x100;
         let mut offcpu = Vec::new();
         for key in maps.kt_offcpu.keys().collect::<Vec<_>>() {
             let mut k = types::kt_offcpu_key::default();
@@ -161,7 +163,8 @@ impl Collector<'_> {
             let Some(v) = maps.kt_offcpu.lookup(&key, MapFlags::ANY)? else {
                 continue;
             };
-            let reason = match k.reason {
+            let uninterruptible = k.reason & KT_OFF_UNINTERRUPTIBLE != 0;
+            let reason = match k.reason & !KT_OFF_UNINTERRUPTIBLE {
                 2 => OffReason::Syscall {
                     nr: k.nr,
                     lock: events::lock_key(&k.lock),
@@ -175,6 +178,7 @@ impl Collector<'_> {
                 pid: k.pid,
                 tid: k.tid,
                 reason,
+                uninterruptible,
                 ns: t.ns,
                 count: t.count,
             };

@@ -22,7 +22,7 @@ use crate::model::{KernelCounters, LockCounters, LockKey, OffReason, PollCounter
 pub struct Earlier<'a> {
     pub locks: HashMap<LockKey, &'a LockCounters>,
     pub lock_waiters: HashMap<(LockKey, u32), u64>,
-    pub offcpu: HashMap<(u32, u32, OffReason), (u64, u64)>,
+    pub offcpu: HashMap<(u32, u32, OffReason, bool), (u64, u64)>,
     pub wakeups: HashMap<WakeupKey, (u64, u64)>,
     pub polls: HashMap<(u32, u32), &'a PollCounters>,
     /// Exited threads already read: they will not move again.

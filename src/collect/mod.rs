@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod events;
 pub mod evict;
 pub mod features;
+pub mod host;
 mod kernel_btf;
 mod libbpf_log;
 pub mod trace;

@@ -8,6 +8,7 @@
 //! why it fired and by how much.
 
 mod common;
+pub mod io_synchronous;
 pub mod known;
 pub mod lock_contended_site;
 pub mod lock_exclusive_hot;
@@ -16,6 +17,7 @@ pub mod lock_global_serializes;
 pub mod lock_handoff_churn;
 pub mod poll_low_readiness;
 pub mod sched_oversubscribed;
+pub mod sched_starved;
 pub mod spin_waste;
 pub mod syscall_storm;
 pub mod wait_bottleneck;
@@ -25,6 +27,7 @@ use crate::report::{Finding, Report};
 type Rule = fn(&Report) -> Vec<Finding>;
 
 const RULES: &[Rule] = &[
+    io_synchronous::check,
     lock_contended_site::check,
     lock_exclusive_hot::check,
     lock_futile_churn::check,
@@ -32,6 +35,7 @@ const RULES: &[Rule] = &[
     lock_handoff_churn::check,
     poll_low_readiness::check,
     sched_oversubscribed::check,
+    sched_starved::check,
     spin_waste::check,
     syscall_storm::check,
     wait_bottleneck::check,

@@ -18,7 +18,7 @@ use crate::fixed_hash::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{FrameLoc, Frames, KernelCounters, LockKey, ThreadUsage};
-use crate::report::{EndReason, Loss, Mode, Profiler, Sampling, Timeline};
+use crate::report::{EndReason, HostUsage, Loss, Mode, Profiler, Sampling, Timeline};
 use crate::sched_trace::SchedTrace;
 use crate::tally::StackId;
 use crate::target::ExitStatus;
@@ -137,4 +137,8 @@ pub struct RunFacts {
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
+    /// The rest of the host's CPU use over the window (collect/host.rs);
+    /// absent in recordings made before it was kept.
+    #[serde(default)]
+    pub host: HostUsage,
 }

@@ -9,11 +9,12 @@ const THREADS_SHOWN: usize = 8;
 const THREADS_WITH_STACKS: usize = 2;
 const WAKEUPS_SHOWN: usize = 8;
 
-const COLUMNS: [(OffCpuReason, &str); 7] = [
+const COLUMNS: [(OffCpuReason, &str); 8] = [
     (OffCpuReason::Lock, "LOCK"),
     (OffCpuReason::WaitingForWork, "WORK"),
     (OffCpuReason::IoMultiplexing, "POLL"),
     (OffCpuReason::BlockingSyscall, "SYSCALL"),
+    (OffCpuReason::Io, "IO"),
     (OffCpuReason::Sleep, "SLEEP"),
     (OffCpuReason::Involuntary, "INVOL"),
     (OffCpuReason::Other, "OTHER"),

@@ -82,7 +82,28 @@ fn header(r: &Report, out: &mut String, color: bool) {
     );
     let threads: usize = r.threads.len();
     let _ = writeln!(out, "processes {}, threads {}", r.processes.len(), threads);
+    let others = r.others_cpus();
+    if others >= HOST_LINE_MIN_CPUS {
+        let named: Vec<String> = r
+            .host
+            .others
+            .iter()
+            .take(HOST_LINE_PROCESSES)
+            .map(|p| format!("{} {} {:.2}", p.comm, p.pid, p.cpus))
+            .collect();
+        let _ = writeln!(
+            out,
+            "other processes used {others:.1} CPUs meanwhile ({:.1} of the host's busy): {}",
+            r.host.busy_cpus,
+            named.join(", ")
+        );
+    }
 }
+
+/// The rest of the host is worth a line when it kept this many CPUs busy.
+const HOST_LINE_MIN_CPUS: f64 = 0.25;
+/// Other processes named on it.
+const HOST_LINE_PROCESSES: usize = 4;
 
 /// A stack, innermost first, one frame a line, `label` before the first.
 pub(crate) fn stack(out: &mut String, label: &str, frames: &[String]) {

@@ -85,6 +85,10 @@ pub struct Report {
     pub sampling: Sampling,
     pub loss: Loss,
     pub profiler: Profiler,
+    /// The rest of the host during the run: its busy CPUs and the other
+    /// processes that used them. Absent in older reports.
+    #[serde(default)]
+    pub host: HostUsage,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -301,7 +305,9 @@ pub struct Callsite {
     pub samples: u64,
 }
 
+mod host;
 mod kinds;
+pub use host::{HostProcess, HostUsage};
 pub use kinds::{LockKind, WaitPrior};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -551,6 +557,10 @@ pub enum OffCpuReason {
     IoMultiplexing,
     /// Asleep in another syscall (read, write, accept, wait4, ...).
     BlockingSyscall,
+    /// Asleep uninterruptibly, in a syscall or a page fault (D state): the
+    /// disk (a flush, a file's pages read in, a journal commit) or a lock of
+    /// the kernel's, never an event another thread or a peer sends.
+    Io,
     /// Asleep in nanosleep, clock_nanosleep, pause, sigsuspend.
     Sleep,
     /// Runnable but not running: preempted, or woken and waiting for a CPU.
@@ -567,6 +577,7 @@ impl OffCpuReason {
             OffCpuReason::WaitingForWork => "waiting for work",
             OffCpuReason::IoMultiplexing => "poll/select/epoll",
             OffCpuReason::BlockingSyscall => "blocking syscall",
+            OffCpuReason::Io => "uninterruptible I/O",
             OffCpuReason::Sleep => "sleep",
             OffCpuReason::Involuntary => "involuntary",
             OffCpuReason::Other => "other",

@@ -23,11 +23,12 @@ use crate::analyze::aggregate::thread_usage;
 use crate::analyze::timeline::{self, Probe};
 use crate::analyze::{self};
 use crate::collect::Collector;
+use crate::collect::host::HostSnapshot;
 use crate::model::{KernelCounters, ThreadCounters};
 use crate::preflight;
 use crate::recording::samples::Samples;
 use crate::recording::{Recording, RunFacts};
-use crate::report::{EndReason, Loss, Mode, Profiler, Report, Sampling};
+use crate::report::{EndReason, HostUsage, Loss, Mode, Profiler, Report, Sampling};
 use crate::sched_trace::SchedTrace;
 use crate::stacks::jit;
 use crate::stacks::kallsyms::{Kallsyms, LazyKallsyms};
@@ -376,6 +377,7 @@ pub fn profile_watched(
         pids.dedup();
         collector.seed_epoll_sizes(&pids);
     }
+    let host_start = HostSnapshot::now();
     let start = Start::now(&collector)?;
     // A command runs from here; if its exec fails, it has been reaped.
     target.release()?;
@@ -409,6 +411,7 @@ pub fn profile_watched(
         opts.sched_trace,
         opts.windows_only,
     )?;
+    let host_end = HostSnapshot::now();
     phases.mark("profiling");
     // The report names its stacks afresh (a live view's cache of names
     // would leave its unresolved frames uncounted).
@@ -474,6 +477,17 @@ pub fn profile_watched(
         )
     };
     phases.mark("symbolizing");
+    // The rest of the host: everything but the target's processes and
+    // kerntax's own.
+    let mine: Vec<u32> = threads
+        .iter()
+        .map(|t| t.pid)
+        .chain([std::process::id()])
+        .collect();
+    let host = match (&host_start, &host_end) {
+        (Some(a), Some(b)) => crate::collect::host::usage(a, b, window.duration_ns, &mine),
+        _ => HostUsage::default(),
+    };
     let stack_samples_deferred = kernel.syscalls.iter().map(|s| s.samples_deferred).sum();
     let recording = Recording {
         format: crate::recording::FORMAT.into(),
@@ -512,6 +526,7 @@ pub fn profile_watched(
                 held,
                 started_unix_ns: own::unix_ns(started_at),
             },
+            host,
         },
         kernel,
         threads,

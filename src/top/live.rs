@@ -209,6 +209,8 @@ impl Windows {
                     held: Default::default(),
                     started_unix_ns: start.unix_ns,
                 },
+                // A live window does not read the rest of the host.
+                host: Default::default(),
             },
             kernel,
             threads,

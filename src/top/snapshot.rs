@@ -199,7 +199,9 @@ fn shares(r: &Report, tid: u32, cpu_ns: u64) -> Shares {
                 OffCpuReason::Lock => s.lock += share,
                 OffCpuReason::WaitingForWork => s.waiting_for_work += share,
                 OffCpuReason::IoMultiplexing => s.poll += share,
-                OffCpuReason::BlockingSyscall | OffCpuReason::Other => s.io += share,
+                OffCpuReason::BlockingSyscall | OffCpuReason::Io | OffCpuReason::Other => {
+                    s.io += share
+                }
                 OffCpuReason::Sleep => s.sleep += share,
             }
         }

@@ -269,6 +269,7 @@ mod tests {
                 pid: 1,
                 tid: 2,
                 reason: OffReason::RunQueue,
+                uninterruptible: false,
                 ns: 100,
                 count: 1,
             }],

@@ -317,6 +317,7 @@ fn off(tid: u32, reason: OffReason, ns: u64) -> OffCpuCounters {
         pid: 1,
         tid,
         reason,
+        uninterruptible: false,
         ns,
         count: 100,
     }

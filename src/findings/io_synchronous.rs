@@ -1,0 +1,273 @@
+//! `io.synchronous` (issue 37: a program that makes each small unit of work
+//! durable on its own): a few syscalls' own latency, waiting for the disk,
+//! is most of a thread's time. The storm rule looks for many cheap calls;
+//! these are few and slow, each one a round trip to the device (a flush, a
+//! synchronous write, a file created or removed on a journalled file
+//! system, a page read in).
+//!
+//! The signal is the kernel's own: the thread slept uninterruptibly (D
+//! state) inside the call. A wait for an event another thread or a peer
+//! sends (a socket, a pipe, a futex, a poll) is interruptible; a wait for
+//! the device, a journal commit or a page read is not. So the rule needs no
+//! list of "disk" syscalls, and a `write` that blocks on writeback counts
+//! as surely as an `fdatasync`. (A lock of the kernel's — a file's inode
+//! lock, the memory map's — sleeps the same way: its sleepers are rarely
+//! most of a thread's time.)
+//!
+//! A known library on the call site (`known.rs`: SQLite's commit) gets its
+//! own setting as the remedy.
+
+use std::collections::BTreeMap;
+
+use super::common::*;
+use super::known::known;
+use crate::report::{Culprit, CulpritKind, Finding, OffCpuReason, Report};
+use crate::units::{duration, short};
+
+pub const ID: &str = "io.synchronous";
+/// A thread's time asleep uninterruptibly inside syscalls, over the run's
+/// wall time: the calls are a large part of what it does.
+pub const MIN_THREAD_IO_SHARE: f64 = 0.25;
+/// Mean time per call of the syscall named: a round trip to a device, not
+/// a cheap call made often (which is `syscall.storm`'s).
+pub const MIN_MEAN_NS: f64 = 100_000.0;
+/// Calls of the syscall named, at least: made over and over, once per small
+/// unit of work, not once per batch (a program that flushes once at its
+/// end, however long that flush, has batched already).
+pub const MIN_CALLS: f64 = 100.0;
+/// A thread counts as one that works when it is on a CPU or in such calls
+/// for at least this share of the run (the severity's denominator: a
+/// parent shell waiting for its child is not a worker).
+const ACTIVE_SHARE: f64 = 0.01;
+
+/// One thread's uninterruptible sleep inside syscalls: its time by
+/// syscall, and its stacks.
+struct IoThread<'a> {
+    comm: &'a str,
+    ns: u64,
+    by_call: &'a BTreeMap<String, u64>,
+    stacks: &'a [crate::report::TimedStack],
+}
+
+fn io_threads(r: &Report) -> Vec<IoThread<'_>> {
+    r.offcpu
+        .iter()
+        .flat_map(|t| {
+            t.reasons
+                .iter()
+                .filter(|x| x.reason == OffCpuReason::Io)
+                .map(move |x| IoThread {
+                    comm: &t.comm,
+                    ns: x.syscalls.values().sum(),
+                    by_call: &x.syscalls,
+                    stacks: &x.stacks,
+                })
+        })
+        .collect()
+}
+
+/// Threads that were on a CPU or in uninterruptible calls for a share of
+/// the run.
+fn active_threads(r: &Report, io: &[IoThread<'_>]) -> usize {
+    let wall = wall_ns(r);
+    let on_cpu = r
+        .threads
+        .iter()
+        .filter(|t| (t.user_ns + t.sys_ns) as f64 >= wall * ACTIVE_SHARE)
+        .count();
+    on_cpu.max(
+        io.iter()
+            .filter(|t| t.ns as f64 >= wall * ACTIVE_SHARE)
+            .count(),
+    )
+}
+
+pub fn check(r: &Report) -> Vec<Finding> {
+    let wall = wall_ns(r);
+    let threads = io_threads(r);
+    let Some(worst) = threads.iter().max_by_key(|t| t.ns) else {
+        return vec![];
+    };
+    let heavy: Vec<&IoThread<'_>> = threads
+        .iter()
+        .filter(|t| ratio(t.ns as f64, wall) >= MIN_THREAD_IO_SHARE)
+        .collect();
+    // The syscall where the heavy threads (else the worst one) slept most.
+    let mut by_call: BTreeMap<&str, u64> = BTreeMap::new();
+    for t in if heavy.is_empty() {
+        vec![worst]
+    } else {
+        heavy.clone()
+    } {
+        for (name, ns) in t.by_call {
+            *by_call.entry(name).or_default() += ns;
+        }
+    }
+    let Some((&name, _)) = by_call
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+    else {
+        return vec![];
+    };
+    let Some(call) = r.syscalls.iter().find(|s| s.name == name) else {
+        return vec![];
+    };
+    let returned = call.calls.saturating_sub(call.unfinished);
+    let mean_ns = ratio(call.total_ns as f64, returned as f64);
+    let io_ns: u64 = heavy.iter().map(|t| t.ns).sum();
+    let workers = active_threads(r, &threads).max(1);
+    let frames = worst
+        .stacks
+        .iter()
+        .find(|s| s.frames.iter().any(|f| f.contains(name)))
+        .or(worst.stacks.first())
+        .map(|s| s.frames.clone())
+        .unwrap_or_default();
+    let at = call_site(&frames)
+        .map(|c| format!(" in {c}"))
+        .unwrap_or_default();
+    let others: Vec<String> = by_call
+        .iter()
+        .filter(|(n, _)| **n != name)
+        .map(|(n, ns)| format!("{n} {}", duration(*ns)))
+        .collect();
+    let also = if others.is_empty() {
+        String::new()
+    } else {
+        format!(" (also waiting for the disk: {})", others.join(", "))
+    };
+    let share = ratio(worst.ns as f64, wall);
+    let lib_fix = known(name, &frames).map(|k| format!(" {}", k.fix));
+    Draft {
+        id: ID,
+        title: format!(
+            "{name}{at} waits for the disk: {} calls, {} each on average, {:.0}% of {}'s time{also}",
+            short(call.calls as f64),
+            duration(mean_ns as u64),
+            share * 100.0,
+            worst.comm
+        ),
+        severity: ratio(io_ns as f64, wall * workers as f64),
+        evidence: vec![
+            at_least("thread_io_share", share, MIN_THREAD_IO_SHARE),
+            at_least("mean_ns", mean_ns, MIN_MEAN_NS),
+            at_least("calls", call.calls as f64, MIN_CALLS),
+        ],
+        culprit: Culprit {
+            kind: CulpritKind::Syscall,
+            name: name.to_string(),
+            frames,
+        },
+        remedy: format!(
+            "Each {name} waits for the device before the thread goes on, so work done one \
+             small unit at a time pays the device's latency once per unit. Make many units \
+             durable together: one transaction or one flush per batch (group commit), append \
+             them to a log flushed once per batch, or flush in the background where a unit \
+             need not be on disk before the next one starts.{}",
+            lib_fix.unwrap_or_default()
+        ),
+        expected_gain: wall_gain(
+            r,
+            worst.ns as f64,
+            "the time the thread slept in the device's calls, were they batched away",
+        ),
+    }
+    .fire()
+    .into_iter()
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::tests::base;
+    use crate::report::{OffCpuReasonReport, OffCpuThread, SyscallReport, TimedStack};
+
+    const WALL: f64 = 1e9;
+
+    /// One thread asleep uninterruptibly in `fdatasync` for `share` of the
+    /// run, over `calls` calls of `mean_ns` each.
+    fn flushing(share: f64, calls: f64, mean_ns: f64) -> Report {
+        let mut r = base();
+        let ns = (share * WALL) as u64;
+        let frames: Vec<String> = vec![
+            "__GI_fdatasync (fdatasync.c:28)".into(),
+            "sqlite3PagerCommitPhaseOne (libsqlite3.so.0)".into(),
+            "main (app.c:9)".into(),
+        ];
+        r.offcpu = vec![OffCpuThread {
+            tid: 7,
+            pid: 7,
+            comm: "app".into(),
+            total_ns: ns,
+            wanted_ns: 0,
+            reasons: vec![OffCpuReasonReport {
+                reason: OffCpuReason::Io,
+                ns,
+                count: calls as u64,
+                syscalls: [("fdatasync".to_string(), ns)].into(),
+                stacks: vec![TimedStack {
+                    frames,
+                    ns,
+                    samples: 10,
+                    estimated: true,
+                }],
+            }],
+        }];
+        let calls = calls as u64;
+        r.syscalls = vec![SyscallReport {
+            name: "fdatasync".into(),
+            nr: 75,
+            calls,
+            errors: 0,
+            errnos: Default::default(),
+            total_ns: (mean_ns * calls as f64) as u64,
+            timed_calls: Some(calls),
+            bytes: 0,
+            bytes_requested: 0,
+            max_ns: 0,
+            hist_log2_ns: vec![],
+            unfinished: 0,
+            callsites: vec![],
+            paths: vec![],
+        }];
+        r
+    }
+
+    fn fires(r: &Report) -> bool {
+        let found = check(r);
+        for f in &found {
+            assert!(f.evidence.iter().all(|e| e.holds()), "{f:?}");
+            assert!((0.0..=1.0).contains(&f.severity), "{f:?}");
+        }
+        !found.is_empty()
+    }
+
+    #[test]
+    fn io_synchronous_thresholds_issue_37() {
+        let (up, down) = (1.02, 0.98);
+        let ok = (MIN_THREAD_IO_SHARE * up, MIN_CALLS * up, MIN_MEAN_NS * up);
+        assert!(fires(&flushing(ok.0, ok.1, ok.2)));
+        assert!(!fires(&flushing(MIN_THREAD_IO_SHARE * down, ok.1, ok.2)));
+        assert!(!fires(&flushing(ok.0, MIN_CALLS * down, ok.2)));
+        assert!(!fires(&flushing(ok.0, ok.1, MIN_MEAN_NS * down)));
+    }
+
+    #[test]
+    fn a_known_librarys_flushes_get_its_own_setting() {
+        let f = &check(&flushing(0.6, 8000.0, 300_000.0))[0];
+        assert_eq!(f.culprit.name, "fdatasync");
+        assert!(
+            f.title
+                .starts_with("fdatasync in sqlite3PagerCommitPhaseOne waits for the disk"),
+            "{}",
+            f.title
+        );
+        assert!(f.remedy.contains("group commit"), "{}", f.remedy);
+        assert!(f.remedy.contains("BEGIN ... COMMIT"), "{}", f.remedy);
+        // Time in calls that wait for events is not this rule's.
+        let mut r = flushing(0.6, 8000.0, 300_000.0);
+        r.offcpu[0].reasons[0].reason = OffCpuReason::BlockingSyscall;
+        assert!(check(&r).is_empty());
+    }
+}
