@@ -22,8 +22,14 @@ mod mariadb_hot_row;
 mod memcached_hot_key;
 #[path = "real/node-spin/test.rs"]
 mod node_spin;
+#[path = "real/python-gil-churn/test.rs"]
+mod python_gil_churn;
+#[path = "real/redis-aof/test.rs"]
+mod redis_aof;
 #[path = "real/rocketmq-commitlog/test.rs"]
 mod rocketmq_commitlog;
+#[path = "real/rsync-fsync/test.rs"]
+mod rsync_fsync;
 #[path = "real/ruby-gvl/test.rs"]
 mod ruby_gvl;
 #[path = "real/sqlite-commits/test.rs"]
@@ -296,6 +302,21 @@ const PROGRAMS: &[Program] = &[
         name: "ruby-gvl",
         first: Some("lock.global-serializes"),
         holds: ruby_gvl::ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not_holds,
+    },
+    Program {
+        name: "python-gil-churn",
+        first: Some("lock.handoff-churn"),
+        holds: python_gil_churn::python_threads_handing_the_gil_over_at_every_write_churn_and_one_thread_does_not_holds,
+    },
+    Program {
+        name: "redis-aof",
+        first: Some("io.synchronous"),
+        holds: redis_aof::redis_flushing_its_log_per_write_waits_for_the_disk_and_once_a_second_does_not_holds,
+    },
+    Program {
+        name: "rsync-fsync",
+        first: None,
+        holds: rsync_fsync::rsync_flushing_every_file_waits_for_the_disk_and_without_fsync_does_not_holds,
     },
     Program {
         name: "sqlite-commits",

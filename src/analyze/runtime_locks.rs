@@ -19,6 +19,11 @@ pub struct RuntimeLock {
     pub name: &'static str,
     /// What to do about it, in the runtime's terms.
     pub remedy: &'static str,
+    /// What to do when it changes hands through the kernel at a high rate
+    /// for short holds (issue 37: an interpreter's threads that each make
+    /// a small blocking call release the lock around every call and take
+    /// it back after); None where the general remedy holds.
+    pub churn_remedy: Option<&'static str>,
 }
 
 pub const CPYTHON_GIL: RuntimeLock = RuntimeLock {
@@ -28,6 +33,15 @@ pub const CPYTHON_GIL: RuntimeLock = RuntimeLock {
         work in processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), move it \
         into native code that releases the GIL (NumPy, a C extension with \
         Py_BEGIN_ALLOW_THREADS), or run fewer threads; threads only pay off for I/O.",
+    churn_remedy: Some(
+        "Each blocking call (a read, a write, a sleep, a lock) releases the GIL and takes it \
+        back after, and with several threads each doing a little Python between small calls, \
+        the GIL changes hands at every call: the threads spend their time handing it over \
+        (futex calls, context switches), not running. Make the calls fewer and larger \
+        (buffer the writes: io.BufferedWriter, one write per batch), do them from one thread \
+        that the others hand data to (a queue.Queue), or run the work in processes; more \
+        threads than one only pay off when the calls wait for long.",
+    ),
 };
 
 pub const RUBY_GVL: RuntimeLock = RuntimeLock {
@@ -37,6 +51,13 @@ pub const RUBY_GVL: RuntimeLock = RuntimeLock {
         work in processes (fork, a pool of workers), in Ractors (Ruby 3), or in a native \
         extension that releases the GVL (rb_thread_call_without_gvl); threads only pay off for \
         I/O.",
+    churn_remedy: Some(
+        "Each blocking call releases the GVL and takes it back after, and with several threads \
+        each doing a little Ruby between small calls, the GVL changes hands at every call: the \
+        threads spend their time handing it over, not running. Make the calls fewer and larger \
+        (buffer the writes, one write per batch), do them from one thread the others hand data \
+        to (a Queue), or run the work in processes or Ractors.",
+    ),
 };
 
 pub const JVM_SAFEPOINT: RuntimeLock = RuntimeLock {
@@ -47,6 +68,7 @@ pub const JVM_SAFEPOINT: RuntimeLock = RuntimeLock {
         VMThread::execute until it has run: make them rarer and shorter \
         (-Xlog:safepoint shows which operation and how long; a larger young generation or a \
         concurrent collector for GC pauses).",
+    churn_remedy: None,
 };
 
 pub const MALLOC_ARENA: RuntimeLock = RuntimeLock {
@@ -56,6 +78,7 @@ pub const MALLOC_ARENA: RuntimeLock = RuntimeLock {
         lock). Let each thread free what it allocates, allocate less in the hot path (reuse \
         buffers, pools), raise the arenas (MALLOC_ARENA_MAX) or use a thread-caching \
         allocator (jemalloc, tcmalloc).",
+    churn_remedy: None,
 };
 
 pub const JVM_HEAP_LOCK: RuntimeLock = RuntimeLock {
@@ -66,6 +89,7 @@ pub const JVM_HEAP_LOCK: RuntimeLock = RuntimeLock {
         the hot path (reuse buffers, avoid boxing and regrowing collections: size a HashMap or \
         StringBuilder up front), give the young generation more room (-Xmn) or the collector a \
         longer pause goal; -Xlog:gc shows the collections.",
+    churn_remedy: None,
 };
 
 /// Frames of HotSpot's own lock primitives (its `Mutex` and `Monitor`

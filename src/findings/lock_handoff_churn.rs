@@ -5,10 +5,19 @@
 //! lock change hands in user space, since the holder is about to release it.
 //!
 //! Only pthread mutexes: a lock of the program's own that parks on a futex
-//! may already be adaptive, and its fix would not be this one.
+//! may already be adaptive, and its fix would not be this one. An
+//! interpreter's global lock (a GIL, a GVL: a runtime lock with a churn
+//! remedy in analyze/runtime_locks.rs) is judged whole, its mutex and its
+//! condition variables together, with the runtime's remedy: its threads
+//! hand it over around every small blocking call, and no setting of a
+//! mutex changes that (issue 37). Idle CPUs are not asked for: the
+//! hand-overs themselves keep the CPUs busy.
+
+use std::collections::BTreeMap;
 
 use super::common::*;
-use crate::report::{Finding, LockKind, Report};
+use crate::analyze::runtime_locks::by_name;
+use crate::report::{Culprit, CulpritKind, Finding, LockKind, LockReport, Report};
 use crate::units::short;
 
 pub const ID: &str = "lock.handoff-churn";
@@ -19,10 +28,95 @@ pub const MAX_MEAN_WAIT_NS: f64 = 50_000.0;
 /// Share of the target's CPU time spent inside the lock's futex calls.
 pub const MIN_LOCK_CPU_SHARE: f64 = 0.1;
 
+/// The runtime's churn remedy for a lock that is part of a well-known
+/// interpreter lock.
+fn churn_remedy(l: &LockReport) -> Option<&'static str> {
+    l.runtime_lock
+        .as_deref()
+        .and_then(by_name)
+        .and_then(|rl| rl.churn_remedy)
+}
+
+/// An interpreter lock's words together (its mutex and condition
+/// variables): one finding per runtime lock.
+fn runtime_churn(r: &Report) -> Vec<Finding> {
+    let mut by_lock: BTreeMap<&str, Vec<&LockReport>> = BTreeMap::new();
+    for l in r.locks.iter().filter(|l| l.contention) {
+        if churn_remedy(l).is_some() {
+            by_lock
+                .entry(l.runtime_lock.as_deref().unwrap_or_default())
+                .or_default()
+                .push(l);
+        }
+    }
+    by_lock
+        .into_iter()
+        .filter_map(|(name, words)| {
+            let remedy = churn_remedy(words[0])?;
+            let waits: u64 = words.iter().map(|l| l.waits).sum();
+            let wait_ns: u64 = words.iter().map(|l| l.wait_ns).sum();
+            let cpu = words.iter().map(|l| l.cpu_ns).sum::<u64>() as f64;
+            let wakes_per_s: f64 = words.iter().map(|l| l.wakes_per_s).sum();
+            let cpu_share = ratio(cpu, cpu_ns(r));
+            // Where its threads give it up: the waiters' heaviest stack.
+            let frames = words
+                .iter()
+                .flat_map(|l| l.waiter_stacks.iter())
+                .max_by_key(|s| s.count)
+                .map(|s| s.frames.clone())
+                .unwrap_or_default();
+            let from = frames
+                .iter()
+                .filter(|f| crate::frame::is_interpreted(f))
+                .take(2)
+                .cloned()
+                .collect::<Vec<_>>();
+            let at = if from.is_empty() {
+                String::new()
+            } else {
+                format!(", taken back after calls in {}", from.join(" ← "))
+            };
+            Draft {
+                id: ID,
+                title: format!(
+                    "{name} changes hands through the kernel {} times a second{at}: {:.0}% of the CPU goes to handing it over",
+                    short(wakes_per_s),
+                    cpu_share * 100.0
+                ),
+                severity: cpu_share,
+                evidence: vec![
+                    at_least("wakes_per_s", wakes_per_s, MIN_WAKES_PER_S),
+                    at_most("mean_wait_ns", ratio(wait_ns as f64, waits as f64), MAX_MEAN_WAIT_NS),
+                    at_least("lock_cpu_share", cpu_share, MIN_LOCK_CPU_SHARE),
+                ],
+                culprit: Culprit {
+                    kind: CulpritKind::Lock,
+                    name: name.to_string(),
+                    frames,
+                },
+                remedy: remedy.to_string(),
+                expected_gain: cpu_gain(
+                    r,
+                    cpu,
+                    "CPU time inside the lock's futex calls, which fewer hand-overs avoid",
+                ),
+            }
+            .fire()
+        })
+        .collect()
+}
+
 pub fn check(r: &Report) -> Vec<Finding> {
+    let mut found = runtime_churn(r);
+    found.extend(mutex_churn(r));
+    found
+}
+
+fn mutex_churn(r: &Report) -> Vec<Finding> {
     r.locks
         .iter()
         .filter(|l| l.contention && matches!(l.kind, LockKind::Mutex | LockKind::PiMutex))
+        .filter(|l| churn_remedy(l).is_none())
         .filter_map(|l| {
             let cpu_share = ratio(l.cpu_ns as f64, cpu_ns(r));
             let mean_wait = ratio(l.wait_ns as f64, l.waits as f64);

@@ -493,6 +493,39 @@ fn handoff_churn_thresholds() {
     assert!(!fired(rule, &own));
 }
 
+/// Issue 37: an interpreter's lock is its mutex and condition variable
+/// together, each with half the churn; judged whole, with the runtime's
+/// remedy, above and below each threshold.
+#[test]
+fn an_interpreter_locks_churn_is_judged_whole_issue_37() {
+    use lock_handoff_churn::*;
+    let rule: Rule = check;
+    let gil = |wakes_per_s: f64, mean_wait_ns: f64, cpu_share: f64| {
+        let mut r = churn(wakes_per_s / 2.0, mean_wait_ns, cpu_share / 2.0);
+        r.locks[0].runtime_lock = Some("CPython's GIL".into());
+        let mut cond = r.locks[0].clone();
+        cond.kind = LockKind::Condvar;
+        r.locks.push(cond);
+        r
+    };
+    let ok = (
+        MIN_WAKES_PER_S * UP,
+        MAX_MEAN_WAIT_NS * DOWN,
+        MIN_LOCK_CPU_SHARE * UP,
+    );
+    let found = check(&gil(ok.0, ok.1, ok.2));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].culprit.name, "CPython's GIL");
+    assert!(
+        found[0].remedy.contains("fewer and larger"),
+        "{}",
+        found[0].remedy
+    );
+    assert!(!fired(rule, &gil(MIN_WAKES_PER_S * DOWN, ok.1, ok.2)));
+    assert!(!fired(rule, &gil(ok.0, MAX_MEAN_WAIT_NS * UP, ok.2)));
+    assert!(!fired(rule, &gil(ok.0, ok.1, MIN_LOCK_CPU_SHARE * DOWN)));
+}
+
 // poll.low-readiness
 
 pub(crate) fn polling(
