@@ -30,7 +30,7 @@ pub(crate) fn base() -> Report {
     r
 }
 
-fn fired(rule: Rule, r: &Report) -> bool {
+pub(crate) fn fired(rule: Rule, r: &Report) -> bool {
     let found = rule(r);
     for f in &found {
         assert!(f.evidence.iter().all(Evidence::holds), "{f:?}");
@@ -771,9 +771,26 @@ pub(crate) fn storm(
     r.summary.syscalls_per_s = r.summary.syscalls as f64;
     r.summary.sys_ns = (system_share * 1e9) as u64;
     r.summary.user_ns = 1_000_000_000 - r.summary.sys_ns;
-    r.syscalls = vec![SyscallReport {
+    let mut s = syscall_report(name, calls, mean_ns);
+    s.callsites = vec![Callsite {
+        frames: vec![
+            "__GI___sigprocmask (sigprocmask.c:26)".into(),
+            "swapcontext (swapcontext.S:80)".into(),
+            "switch_to (ruby.c:41)".into(),
+        ],
+        calls,
+        calls_estimated: true,
+        samples: 100,
+    }];
+    r.syscalls = vec![s];
+    r
+}
+
+/// `calls` calls of `name`, every one timed, `mean_ns` each.
+pub(crate) fn syscall_report(name: &str, calls: u64, mean_ns: f64) -> SyscallReport {
+    SyscallReport {
         name: name.into(),
-        nr: 14,
+        nr: crate::names::syscall_nr(name).unwrap_or(0),
         calls,
         errors: 0,
         errnos: Default::default(),
@@ -784,19 +801,9 @@ pub(crate) fn storm(
         max_ns: 0,
         hist_log2_ns: vec![],
         unfinished: 0,
-        callsites: vec![Callsite {
-            frames: vec![
-                "__GI___sigprocmask (sigprocmask.c:26)".into(),
-                "swapcontext (swapcontext.S:80)".into(),
-                "switch_to (ruby.c:41)".into(),
-            ],
-            calls,
-            calls_estimated: true,
-            samples: 100,
-        }],
+        callsites: vec![],
         paths: vec![],
-    }];
-    r
+    }
 }
 
 #[test]
