@@ -190,6 +190,35 @@ pub fn call_site(frames: &[String]) -> Option<String> {
     Some(crate::analyze::waits::with_callers(f, frames))
 }
 
+/// Interpreted frames shown for where an interpreter's threads queue or
+/// take its lock back.
+const INTERPRETED_CALLERS: usize = 2;
+
+/// The innermost interpreted frames of a stack (innermost first), as
+/// `work (gil_work.py:16) ← Thread.run (threading.py:975)`; None when it
+/// has none.
+pub fn interpreted_callers(frames: &[String]) -> Option<String> {
+    let named: Vec<&str> = frames
+        .iter()
+        .filter(|f| crate::frame::is_interpreted(f))
+        .take(INTERPRETED_CALLERS)
+        .map(String::as_str)
+        .collect();
+    (!named.is_empty()).then(|| named.join(" ← "))
+}
+
+/// A thread counts as one that works when it is on a CPU for at least this
+/// share of the run: a parent shell waiting for its child is not a worker.
+pub const ACTIVE_SHARE: f64 = 0.01;
+
+/// The target's threads that were on a CPU for ACTIVE_SHARE of the run.
+pub fn busy_threads(r: &Report) -> usize {
+    r.threads
+        .iter()
+        .filter(|t| (t.user_ns + t.sys_ns) as f64 >= wall_ns(r) * ACTIVE_SHARE)
+        .count()
+}
+
 fn is_runtime(function: &str) -> bool {
     let f = function.trim_start_matches('_');
     [

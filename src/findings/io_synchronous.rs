@@ -40,10 +40,6 @@ pub const MIN_MEAN_NS: f64 = 100_000.0;
 /// unit of work, not once per batch (a program that flushes once at its
 /// end, however long that flush, has batched already).
 pub const MIN_CALLS: f64 = 100.0;
-/// A thread counts as one that works when it is on a CPU or in such calls
-/// for at least this share of the run (the severity's denominator: a
-/// parent shell waiting for its child is not a worker).
-const ACTIVE_SHARE: f64 = 0.01;
 
 /// One thread's uninterruptible sleep inside syscalls: its time by
 /// syscall, and its stacks.
@@ -72,17 +68,11 @@ fn io_threads(r: &Report) -> Vec<IoThread<'_>> {
 }
 
 /// Threads that were on a CPU or in uninterruptible calls for a share of
-/// the run.
+/// the run (the severity's denominator).
 fn active_threads(r: &Report, io: &[IoThread<'_>]) -> usize {
-    let wall = wall_ns(r);
-    let on_cpu = r
-        .threads
-        .iter()
-        .filter(|t| (t.user_ns + t.sys_ns) as f64 >= wall * ACTIVE_SHARE)
-        .count();
-    on_cpu.max(
+    busy_threads(r).max(
         io.iter()
-            .filter(|t| t.ns as f64 >= wall * ACTIVE_SHARE)
+            .filter(|t| t.ns as f64 >= wall_ns(r) * ACTIVE_SHARE)
             .count(),
     )
 }
@@ -138,13 +128,13 @@ pub fn check(r: &Report) -> Vec<Finding> {
         .iter()
         .filter(|t| ratio(t.ns as f64, wall) >= MIN_THREAD_IO_SHARE)
         .collect();
-    // The syscall where the heavy threads (else the worst one) slept most.
+    // No thread over the share (the worst one is under it): nothing to say.
+    if heavy.is_empty() {
+        return vec![];
+    }
+    // The syscall where the heavy threads slept most.
     let mut by_call: BTreeMap<&str, u64> = BTreeMap::new();
-    for t in if heavy.is_empty() {
-        vec![worst]
-    } else {
-        heavy.clone()
-    } {
+    for t in &heavy {
         for (name, ns) in t.by_call {
             *by_call.entry(name).or_default() += ns;
         }

@@ -82,22 +82,6 @@ fn remedy(r: &Report, u: &Unit<'_>, queued: f64) -> String {
     )
 }
 
-/// Interpreted frames shown for where threads queue.
-const INTERPRETED_CALLERS: usize = 2;
-
-/// The innermost interpreted frames of a stack (innermost first), as
-/// `work (gil_work.py:16) ← Thread.run (threading.py:975)`; None when it
-/// has none.
-fn interpreted_callers(frames: &[String]) -> Option<String> {
-    let named: Vec<&str> = frames
-        .iter()
-        .filter(|f| crate::frame::is_interpreted(f))
-        .take(INTERPRETED_CALLERS)
-        .map(String::as_str)
-        .collect();
-    (!named.is_empty()).then(|| named.join(" ← "))
-}
-
 pub fn check(r: &Report) -> Vec<Finding> {
     let all_wait = contended_site_wait_ns(r);
     contention_units(r)

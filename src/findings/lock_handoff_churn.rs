@@ -65,17 +65,9 @@ fn runtime_churn(r: &Report) -> Vec<Finding> {
                 .max_by_key(|s| s.count)
                 .map(|s| s.frames.clone())
                 .unwrap_or_default();
-            let from = frames
-                .iter()
-                .filter(|f| crate::frame::is_interpreted(f))
-                .take(2)
-                .cloned()
-                .collect::<Vec<_>>();
-            let at = if from.is_empty() {
-                String::new()
-            } else {
-                format!(", taken back after calls in {}", from.join(" ← "))
-            };
+            let at = interpreted_callers(&frames)
+                .map(|c| format!(", taken back after calls in {c}"))
+                .unwrap_or_default();
             Draft {
                 id: ID,
                 title: format!(

@@ -46,12 +46,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
     } else {
         named.join(", ")
     };
-    let threads = r
-        .threads
-        .iter()
-        .filter(|t| (t.user_ns + t.sys_ns) as f64 >= wall_ns(r) * 0.01)
-        .count()
-        .max(1) as f64;
+    let threads = busy_threads(r).max(1) as f64;
     Draft {
         id: ID,
         title: format!(

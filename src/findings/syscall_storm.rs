@@ -39,9 +39,6 @@ pub const MIN_DATA_CALL_SHARE: f64 = 0.3;
 pub const MIN_BUSY_SHARE: f64 = 0.5;
 /// A thread makes the calls with at least this share of the run's.
 pub const MIN_CALLER_SHARE: f64 = 0.01;
-/// In reports without threads' syscall counts (older than `kerntax top`):
-/// a thread is active with at least this share of the run on CPU.
-const ACTIVE_SHARE: f64 = 0.01;
 
 /// CPU time of the threads that make the calls over their time in the
 /// run. A parent that only waits for them (the shell of `sh -c 'dd ...'`)
@@ -58,6 +55,8 @@ fn busy_share(r: &Report) -> f64 {
             if counted {
                 t.syscalls as f64 >= r.summary.syscalls as f64 * MIN_CALLER_SHARE
             } else {
+                // In reports without threads' syscall counts (older than
+                // `kerntax top`): the threads on a CPU (common's ACTIVE_SHARE).
                 (t.user_ns + t.sys_ns) as f64 >= wall * ACTIVE_SHARE
             }
         })
