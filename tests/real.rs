@@ -28,6 +28,8 @@ mod python_gil_churn;
 mod redis_aof;
 #[path = "real/rocketmq-commitlog/test.rs"]
 mod rocketmq_commitlog;
+#[path = "real/rocketmq-producer/test.rs"]
+mod rocketmq_producer;
 #[path = "real/rsync-fsync/test.rs"]
 mod rsync_fsync;
 #[path = "real/ruby-gvl/test.rs"]
@@ -312,6 +314,11 @@ const PROGRAMS: &[Program] = &[
         name: "redis-aof",
         first: Some("io.synchronous"),
         holds: redis_aof::redis_flushing_its_log_per_write_waits_for_the_disk_and_once_a_second_does_not_holds,
+    },
+    Program {
+        name: "rocketmq-producer",
+        first: None,
+        holds: rocketmq_producer::rocketmq_producer_threads_wait_for_the_brokers_replies_not_for_a_lock_holds,
     },
     Program {
         name: "rsync-fsync",

@@ -61,6 +61,11 @@ pub enum WaitPrior {
     /// task queue: waiting for an item. Its consumers wake one another by
     /// design (a take that leaves items behind signals the next taker).
     QueueTake,
+    /// Waiting for a result another thread completes: a future's get, a
+    /// latch's await, a semaphore's permits. Whoever completes it ends the
+    /// wait and holds nothing: who that is (a waiter handing permits back,
+    /// a worker, a thread that read a reply) decides the class.
+    Result,
     /// In an I/O or event call (poll, epoll, read, accept, wait4...).
     Io,
     /// Asleep on purpose (nanosleep, pause).
@@ -80,6 +85,7 @@ impl WaitPrior {
             WaitPrior::LockAcquire => "lock acquisition",
             WaitPrior::Condition => "condition wait",
             WaitPrior::QueueTake => "taking from a queue",
+            WaitPrior::Result => "waiting for a result",
             WaitPrior::Io => "I/O or event wait",
             WaitPrior::Sleep => "sleep",
             WaitPrior::Yield => "yield",

@@ -147,6 +147,10 @@ pub struct SiteAcc {
     pub releases: BTreeMap<String, ReleaseAcc>,
     /// The sleeps threads of the target ended.
     pub woken_sleeps: Vec<WokenSleep>,
+    /// Sleep ended by threads outside the target or of another of its
+    /// processes, per (waker pid, waker tid, woken tid): the peers a wait
+    /// is on.
+    pub outside_ends: BTreeMap<(u32, u32, u32), f64>,
     /// Threads that slept here on each lock object.
     pub lock_waiters: HashMap<Option<LockObject>, BTreeSet<u32>>,
     /// Lock objects slept on inside a mutex or rwlock's lock call: whoever
@@ -214,6 +218,9 @@ impl SiteAcc {
             }
         }
         self.woken_sleeps.extend(o.woken_sleeps);
+        for (k, v) in o.outside_ends {
+            *self.outside_ends.entry(k).or_default() += v;
+        }
         for (k, v) in o.lock_waiters {
             self.lock_waiters.entry(k).or_default().extend(v);
         }
@@ -425,6 +432,9 @@ pub fn gather(inp: &Inputs<'_>) -> Gathered {
         r.in_target |= w.tracked;
         if w.pid != s.key.pid {
             r.other_process_ns += ns;
+        }
+        if !w.kernel && (!w.tracked || w.pid != s.key.pid) {
+            *a.outside_ends.entry((w.pid, w.tid, s.key.tid)).or_default() += ns;
         }
         if w.tracked && !w.kernel {
             *r.pairs.entry((w.tid, s.key.tid)).or_default() += count;

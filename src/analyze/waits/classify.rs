@@ -88,11 +88,20 @@ fn placement(prior: WaitPrior, loop_share: f64, nested_share: f64) -> (bool, boo
 }
 
 /// The class of a site and the evidence that decided it.
+/// The woken waiting of a site that its wakers in the target passed on
+/// from I/O (`fed::relayed`), ns, and those wakers and the peer in words.
+#[derive(Clone, Debug, Default)]
+pub struct FromPeer {
+    pub ns: f64,
+    pub who: String,
+}
+
 pub fn classify(
     a: &SiteAcc,
     b: Busy,
     h: &Handovers,
     n: Nesting,
+    peer: &FromPeer,
     wall: f64,
 ) -> (WaitClass, Vec<String>) {
     let waits = a.count.max(1.0);
@@ -218,6 +227,7 @@ pub fn classify(
     }
     let woken = a.woken_ns - h.relay_ns;
     let producer = (in_target - h.relay_ns - turns * woken).max(0.0);
+    let relayed = peer.ns.min(producer);
     let share = |ns: f64| if woken > 0.0 { ns / woken } else { 0.0 };
     if share(by_exit) >= MIN_RELEASE_SHARE {
         return (
@@ -231,6 +241,22 @@ pub fn classify(
             vec![format!(
                 "{} of the woken waiting was ended by other processes or the kernel (I/O, clients, children, timers)",
                 pct(share(outside))
+            )],
+        );
+    }
+    // A result waited for (a future, a latch, permits: the runtime's
+    // frames say so), ended by threads that pass on what they read from
+    // outside: an RPC's reply, however many hops in the target. Not where
+    // the wait sits in the threads' loops: an interpreter's frames make a
+    // service's wait for work look nested (RocketMQ's broker, recorded).
+    if prior == WaitPrior::Result && share(outside + relayed) >= MIN_RELEASE_SHARE {
+        return (
+            WaitClass::IoOrPeer,
+            vec![format!(
+                "{} of the woken waiting was ended by threads of the target passing on what \
+                 other processes or the kernel sent ({}): a peer's reply, not a lock",
+                pct(share(outside + relayed)),
+                peer.who
             )],
         );
     }

@@ -18,6 +18,8 @@
 //! - `merge`: one wait under two names (a JIT's inlining);
 //! - `prior`: what the standard runtime's frames say the wait is;
 //! - `signals`: turns, relays, work in hand;
+//! - `fed`: how far up the wait-for graph a thread's waits come from I/O,
+//!   and the peer there (a reply passed on by the target's own threads);
 //! - `classify`: the class from the signals;
 //! - `runtime`: a standard runtime's well-known lock, and what its frames
 //!   say of the class;
@@ -31,6 +33,7 @@
 
 mod acc;
 mod classify;
+mod fed;
 mod merge;
 mod naming;
 pub mod prior;
@@ -157,6 +160,30 @@ fn idle_time(
     idle
 }
 
+/// A site's waiting passed on from I/O, with the threads that passed it
+/// and the peer behind them named.
+fn from_peer(r: &fed::Relayed, comms: &HashMap<u32, String>) -> classify::FromPeer {
+    let comm = |tid: &u32| {
+        comms
+            .get(tid)
+            .cloned()
+            .unwrap_or_else(|| format!("thread {tid}"))
+    };
+    let mut names: Vec<String> = r.via.iter().map(comm).collect();
+    names.dedup();
+    let mut who = names.join(", ");
+    if let Some((pid, tid)) = r.peer {
+        let process = comms
+            .get(&pid)
+            .map_or_else(|| format!("pid {pid}"), |c| format!("{c} (pid {pid})"));
+        who.push_str(&format!(
+            "; behind them {process}, its thread {}",
+            comm(&tid)
+        ));
+    }
+    classify::FromPeer { ns: r.ns, who }
+}
+
 /// The wait sites, most at stake first.
 pub fn build(inp: &Inputs<'_>) -> Waits {
     let acc::Gathered {
@@ -182,17 +209,19 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         .collect();
     // First pass: how busy the waiters are, all their other waits counted.
     let none = BTreeMap::new();
+    let none_peer = classify::FromPeer::default();
     let first: HashMap<String, WaitClass> = sites
         .iter()
         .map(|(name, a)| {
             let b = signals::busy(a, &usage, &none, wall);
             (
                 name.clone(),
-                classify::classify(a, b, &handovers[name], nest(name), wall).0,
+                classify::classify(a, b, &handovers[name], nest(name), &none_peer, wall).0,
             )
         })
         .collect();
     let idle = idle_time(&sites, &first);
+    let fed = fed::io_fed(&sites, &first);
     let mut verdicts: HashMap<String, report::Verdict> = HashMap::default();
     for (name, a) in &sites {
         // This site's own waits are left out as the time it waits here.
@@ -206,7 +235,8 @@ pub fn build(inp: &Inputs<'_>) -> Waits {
         }
         let busy = signals::busy(a, &usage, &elsewhere, wall);
         let h = handovers[name];
-        let (class, evidence) = classify::classify(a, busy, &h, nest(name), wall);
+        let peer = from_peer(&fed::relayed(a, &fed), inp.comms);
+        let (class, evidence) = classify::classify(a, busy, &h, nest(name), &peer, wall);
         verdicts.insert(
             name.clone(),
             report::Verdict {

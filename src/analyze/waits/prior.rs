@@ -94,6 +94,28 @@ const QUEUE_TAKE: &[&str] = &[
     "ForkJoinPool.awaitWork",
 ];
 
+/// Frames of the JDK's waits for a result another thread completes: its
+/// futures, latches and barriers, and AQS's shared acquisitions under
+/// them (a latch's await and a semaphore's acquire go through
+/// `acquireShared*`/`tryAcquireSharedNanos`; a read lock's outer frame,
+/// `ReentrantReadWriteLock`, is met first and names a lock). Checked on
+/// each frame before ACQUIRE, whose `AbstractQueuedSynchronizer.acquire`
+/// is a prefix of them.
+const RESULT: &[&str] = &[
+    "AbstractQueuedSynchronizer.acquireShared",
+    "AbstractQueuedSynchronizer.tryAcquireSharedNanos",
+    "java.util.concurrent.CountDownLatch.await",
+    "java.util.concurrent.Semaphore.acquire",
+    "java.util.concurrent.Semaphore.tryAcquire",
+    "java.util.concurrent.CompletableFuture.get",
+    "java.util.concurrent.CompletableFuture.join",
+    "java.util.concurrent.CompletableFuture.timedGet",
+    "java.util.concurrent.CompletableFuture.waitingGet",
+    "java.util.concurrent.FutureTask.get",
+    "java.util.concurrent.FutureTask.awaitDone",
+    "java.util.concurrent.Phaser.",
+];
+
 const JOIN: &[&str] = &[
     "pthread_join",
     "pthread_clockjoin",
@@ -135,6 +157,9 @@ pub fn prior_of(syscall: &str, frames: &[String], site: &str) -> WaitPrior {
         }
         if matches(name, JOIN) {
             return WaitPrior::Join;
+        }
+        if matches(name, RESULT) {
+            return WaitPrior::Result;
         }
         if matches(name, ACQUIRE) {
             return WaitPrior::LockAcquire;
@@ -217,6 +242,45 @@ mod tests {
             "main (a.c:3)",
         ]);
         assert_eq!(prior_of("futex", &join, "main"), WaitPrior::Join);
+        // Issue 37: a client's wait for its RPC's reply, a semaphore's
+        // permits under AQS's shared acquire, is no lock's acquisition; a
+        // read lock over the same shared acquire is.
+        let reply = v(&[
+            "jdk.internal.misc.Unsafe.park (jit)",
+            "java.util.concurrent.locks.AbstractQueuedSynchronizer.acquire (jit)",
+            "java.util.concurrent.locks.AbstractQueuedSynchronizer.tryAcquireSharedNanos (jit)",
+            "org.apache.rocketmq.remoting.netty.NettyRemotingAbstract.invokeImpl (jit)",
+        ]);
+        assert_eq!(
+            prior_of(
+                "futex",
+                &reply,
+                "org.apache.rocketmq.remoting.netty.NettyRemotingAbstract.invokeImpl"
+            ),
+            WaitPrior::Result
+        );
+        let future = v(&[
+            "jdk.internal.misc.Unsafe.park (jit)",
+            "java.util.concurrent.CompletableFuture.timedGet (jit)",
+        ]);
+        assert_eq!(
+            prior_of(
+                "futex",
+                &future,
+                "java.util.concurrent.CompletableFuture.timedGet"
+            ),
+            WaitPrior::Result
+        );
+        let read_lock = v(&[
+            "jdk.internal.misc.Unsafe.park (jit)",
+            "java.util.concurrent.locks.AbstractQueuedSynchronizer.acquireShared (jit)",
+            "java.util.concurrent.locks.ReentrantReadWriteLock$ReadLock.lock (jit)",
+            "Cache.get (jit)",
+        ]);
+        assert_eq!(
+            prior_of("futex", &read_lock, "Cache.get"),
+            WaitPrior::LockAcquire
+        );
         assert_eq!(
             prior_of("futex", &v(&["raw_wait (a.c:1)"]), "raw_wait"),
             WaitPrior::Unknown

@@ -201,7 +201,7 @@ pub fn handovers(a: &SiteAcc, site: &str, inp: &Inputs<'_>, from: &WakeFrom) -> 
         // from the woken's own wait path.
         let relay_share = match w.prior {
             WaitPrior::QueueTake if waiter => 1.0,
-            WaitPrior::Condition
+            WaitPrior::Condition | WaitPrior::Result
                 if waiter && w.waker_ran_ns.is_some_and(|r| r <= RELAY_MAX_RAN_NS) =>
             {
                 on_wait_path(

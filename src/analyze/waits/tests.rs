@@ -1203,3 +1203,74 @@ fn an_allocations_lock_is_contention_in_the_site_its_word_and_its_calls() {
         .sum();
     assert_eq!(futex_calls, 160_000_000);
 }
+
+/// Issue 37: callers waiting for a result (a latch the runtime's frames
+/// name), completed by a thread of their own that passes on what another
+/// process sent, wait for a peer: I/O or peer, the peer named, not a lock
+/// and not a producer's work. Completed by a thread fed by nothing outside,
+/// they wait for its work.
+#[test]
+fn a_result_passed_on_from_another_process_is_a_peers_reply() {
+    let run = |fed_from_outside: bool| {
+        let mut sleeps: Vec<SleepSample> = (2..=5)
+            .map(|t| {
+                let mut s = sleep(t, "Client.call", 900_000_000, 100, 0, waker(1, true));
+                s.frames.insert(
+                    1,
+                    "java.util.concurrent.CountDownLatch.await (x.java:1)".into(),
+                );
+                s
+            })
+            .collect();
+        let source = if fed_from_outside {
+            waker(9, false).map(|w| Waker { pid: 9, ..w })
+        } else {
+            waker(6, true)
+        };
+        sleeps.push(sleep(1, "read_replies", 500_000_000, 400, 0, source));
+        let threads: Vec<ThreadUsage> = (1..=6).map(|t| thread(t, 50_000_000)).collect();
+        let mut comms: HashMap<u32, String> = HashMap::default();
+        comms.insert(1, "reader".into());
+        comms.insert(9, "server".into());
+        let futile = HashMap::default();
+        let w = build(&Inputs {
+            sleeps: &sleeps,
+            lock_waits: &[],
+            wakes: &[],
+            offcpu: &[],
+            futile: &futile,
+            threads: &threads,
+            comms: &comms,
+            lock_names: &HashMap::default(),
+            duration_ns: WALL,
+        });
+        let site = w
+            .sites
+            .iter()
+            .find(|s| s.waiters == 4)
+            .cloned()
+            .expect("the callers' site");
+        assert_eq!(
+            site.prior,
+            crate::report::WaitPrior::Result,
+            "{}",
+            site.function
+        );
+        site
+    };
+    let peer = run(true);
+    assert_eq!(peer.class, WaitClass::IoOrPeer, "{:?}", peer.evidence);
+    let said = peer.evidence.join(" ");
+    assert!(said.contains("a peer's reply, not a lock"), "{said}");
+    assert!(
+        said.contains("(reader; behind them server (pid 9), its thread server)"),
+        "{said}"
+    );
+    let local = run(false);
+    assert_eq!(
+        local.class,
+        WaitClass::WaitingForWork,
+        "{:?}",
+        local.evidence
+    );
+}
