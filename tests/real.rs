@@ -12,6 +12,8 @@
 mod common;
 
 // Issue 19's programs, each with its test beside its script.
+#[path = "real/caddy-serve/test.rs"]
+mod caddy_serve;
 #[path = "real/gawk-strftime/test.rs"]
 mod gawk_strftime;
 #[path = "real/gzip-starved/test.rs"]
@@ -314,6 +316,11 @@ const PROGRAMS: &[Program] = &[
         name: "redis-aof",
         first: Some("io.synchronous"),
         holds: redis_aof::redis_flushing_its_log_per_write_waits_for_the_disk_and_once_a_second_does_not_holds,
+    },
+    Program {
+        name: "caddy-serve",
+        first: None,
+        holds: caddy_serve::caddys_go_scheduler_parks_its_idle_threads_and_no_lock_is_called_serializing_holds,
     },
     Program {
         name: "rocketmq-producer",

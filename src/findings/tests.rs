@@ -1047,6 +1047,11 @@ fn wait_bottleneck_thresholds() {
     assert!(fired(rule, &pool(WaitClass::WaitingForWork)));
     assert!(!fired(rule, &pool(WaitClass::StartupTeardown)));
     assert!(!fired(rule, &pool(WaitClass::IoOrPeer)));
+    // Issue 37: a runtime's idle threads (Go's stopm) woken by another of
+    // its threads are its scheduler's, not consumers of a producer.
+    let mut go = pool(WaitClass::WaitingForWork);
+    go.waits[0].prior = crate::report::WaitPrior::RuntimeIdle;
+    assert!(!fired(rule, &go));
     // Threads that mostly queue on a lock and once waited for work are no
     // consumers (CI: PostgreSQL backends on a hot row that also waited a
     // little in heap_fetch, and one backend "paced" the others).

@@ -34,7 +34,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::common::*;
 use crate::report::{
-    Culprit, CulpritKind, Finding, OffCpuReason, Report, TIMER_WAKER, WaitClass, WakeupReport,
+    Culprit, CulpritKind, Finding, OffCpuReason, Report, TIMER_WAKER, WaitClass, WaitPrior,
+    WakeupReport,
 };
 
 pub const ID: &str = "wait.bottleneck";
@@ -116,7 +117,11 @@ fn consumer_shares(r: &Report) -> Option<BTreeMap<u32, f64>> {
         for tid in &s.waiter_tids {
             let e = by.entry(*tid).or_default();
             e.1 += each;
-            if s.class == WaitClass::WaitingForWork {
+            // A runtime's scheduler parking its idle threads (Go's stopm)
+            // hands goroutines from thread to thread: its threads are
+            // interchangeable, and none paces another (caddy-serve: one
+            // thread "paced" the others by waking them in startm).
+            if s.class == WaitClass::WaitingForWork && s.prior != WaitPrior::RuntimeIdle {
                 e.0 += each;
             }
         }

@@ -66,6 +66,9 @@ pub enum WaitPrior {
     /// wait and holds nothing: who that is (a waiter handing permits back,
     /// a worker, a thread that read a reply) decides the class.
     Result,
+    /// A runtime's own scheduler parking a thread it has nothing to run on
+    /// (Go's `runtime.stopm`): the runtime's idle threads, nothing held.
+    RuntimeIdle,
     /// In an I/O or event call (poll, epoll, read, accept, wait4...).
     Io,
     /// Asleep on purpose (nanosleep, pause).
@@ -86,6 +89,7 @@ impl WaitPrior {
             WaitPrior::Condition => "condition wait",
             WaitPrior::QueueTake => "taking from a queue",
             WaitPrior::Result => "waiting for a result",
+            WaitPrior::RuntimeIdle => "a runtime's idle thread",
             WaitPrior::Io => "I/O or event wait",
             WaitPrior::Sleep => "sleep",
             WaitPrior::Yield => "yield",

@@ -2,6 +2,7 @@
 //! naming the frames afterwards.
 
 pub mod elf;
+pub mod gopclntab;
 pub mod jit;
 pub mod kallsyms;
 pub mod lock_name;

@@ -8,6 +8,7 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::elf::ModuleTable;
+use super::gopclntab::GoFuncs;
 use super::jit::{self, JitMaps};
 use crate::frame::{JIT_LOCATION, file_name, is_language_runtime, is_runtime_library};
 use crate::interp::python::frames::Pythons;
@@ -216,6 +217,9 @@ impl Symbols {
                 .collect();
             let retried = symbolize(symbolizer, &src, &missed);
             let mut retried = retried.iter();
+            // A stripped Go binary: its own function table names what the
+            // symbols no longer do (read once, on the first miss).
+            let mut go: Option<Option<GoFuncs>> = None;
             for (i, &svma) in addrs.iter().enumerate() {
                 let result = match results.get(i) {
                     Some(Symbolized::Unknown(_)) => retried.next(),
@@ -234,10 +238,17 @@ impl Symbols {
                         v.push(frame_string(&sym.name, sym.code_info.as_deref(), path));
                         v
                     }
-                    _ => {
-                        out.unresolved += 1;
-                        vec![format!("{}+{svma:#x}", file_name(path))]
-                    }
+                    _ => match go
+                        .get_or_insert_with(|| GoFuncs::open(path))
+                        .as_ref()
+                        .and_then(|g| g.name(svma))
+                    {
+                        Some(name) => vec![frame_string(name, None, path)],
+                        None => {
+                            out.unresolved += 1;
+                            vec![format!("{}+{svma:#x}", file_name(path))]
+                        }
+                    },
                 };
                 if let Some(c) = cached.as_deref_mut() {
                     c.insert(FrameLoc::InModule { module, svma }, names.clone());

@@ -138,6 +138,12 @@ pub fn classify(
             vec!["the threads sleep here on purpose (nanosleep, pause)".into()],
         );
     }
+    if prior == WaitPrior::RuntimeIdle {
+        return (
+            WaitClass::WaitingForWork,
+            vec![crate::analyze::go_runtime::IDLE_EVIDENCE.into()],
+        );
+    }
     if prior == WaitPrior::Yield {
         return (
             WaitClass::Spin,

@@ -152,6 +152,9 @@ pub fn prior_of(syscall: &str, frames: &[String], site: &str) -> WaitPrior {
     let outer = frames.get(end).into_iter().chain(chain.iter().rev());
     for f in outer {
         let name = function(f);
+        if crate::analyze::go_runtime::is_idle_park(name) {
+            return WaitPrior::RuntimeIdle;
+        }
         if matches(name, QUEUE_TAKE) {
             return WaitPrior::QueueTake;
         }

@@ -102,7 +102,10 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
         let name = frames.last().map_or("[no stack]", |f| function(f));
         return (name.to_string(), vec![]);
     }
-    let is_wrapper = |f: &str| words(f).iter().any(|w| wrapper_words.contains(&w.as_str()));
+    let is_wrapper = |f: &str| {
+        crate::analyze::go_runtime::is_primitive(f)
+            || words(f).iter().any(|w| wrapper_words.contains(&w.as_str()))
+    };
     let mut via: Vec<String> = vec![];
     let mut looked = 0;
     // A language runtime's code (its native library, its platform's JIT
