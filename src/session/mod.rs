@@ -426,6 +426,8 @@ pub fn profile_watched(
     // longer counted, so unwinding the ring's last samples first (tens of
     // ms on a busy machine) made their sleeps fall short of their switches.
     let live = collector.snapshot()?;
+    let mut last_events = last_events;
+    last_events.extend(collector.detach_exit()?);
     handle(last_events, &mut unwinding, Some(&mut window.tally), None);
     let window_cpu_ns = self_cpu_ns().saturating_sub(cpu_at_start_ns);
     let programs = collector.program_costs();

@@ -25,12 +25,14 @@ fn rocketmq_producer_threads_wait_for_the_brokers_replies_not_for_a_lock() {
 
 fn waits_for_the_broker(r: &Report, variant: &str) {
     let send = sending_threads(r);
-    // 32 of them; one that slept through the whole profile, its sleep
-    // begun before kerntax attached, is not seen (a recorded healthy run).
-    assert!(
-        (30..=32).contains(&send.len()),
-        "{variant}: {:?}",
-        r.threads
+    // All 32, though they end as the profile does: one that exited between
+    // the end of the profile and its final count of threads was in neither
+    // (CI on 64e8add, 4 missing; a recorded healthy run, 1).
+    assert_eq!(
+        send.len(),
+        32,
+        "{variant}: threads unaccounted {}",
+        r.loss.threads_unaccounted
     );
     // The reply wait: most sending threads wait there, for a result (the
     // JDK's future says so), and it is the broker's reply: passed on by
