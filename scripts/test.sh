@@ -16,6 +16,9 @@ kerntax_install openjdk-17-jdk-headless
 kerntax_install tmux
 # tests/ruby_frames.rs reads a live Debian Ruby's frames.
 kerntax_install ruby3.1
+# tests/go_frames.rs builds its fixture with every Go here: Debian 12's Go
+# 1.19 (the table layout Debian's Go programs carry) beside any other.
+kerntax_install golang-1.19-go
 if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
     kerntax_install golang-go
 fi

@@ -10,7 +10,7 @@
 //! wake-ups hand out goroutines, not a lock held: read as a program's wait
 //! they looked like one lock serialising every thread (Debian's caddy and
 //! etcd, issue 37). Read from the runtime's frames (named on stripped
-//! binaries from `.gopclntab`, `stacks/gopclntab.rs`).
+//! binaries from `.gopclntab`, `stacks/gopclntab/`).
 
 /// The runtime's wait and wake primitives under its parking: wrappers on
 /// the way to the function that says why (`runtime.stopm`, `startm`), as

@@ -8,7 +8,7 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use super::elf::ModuleTable;
-use super::gopclntab::GoFuncs;
+use super::gopclntab::{GoFrame, GoFuncs};
 use super::jit::{self, JitMaps};
 use crate::frame::{JIT_LOCATION, file_name, is_language_runtime, is_runtime_library};
 use crate::interp::python::frames::Pythons;
@@ -50,6 +50,17 @@ pub fn frame_string(name: &str, code: Option<&CodeInfo<'_>>, module: &str) -> St
         Some(ci) if !is_language_runtime(module) => format!("{name} ({})", location(ci)),
         _ => format!("{name} ({})", file_name(module)),
     }
+}
+
+/// A Go frame as `frame_string` writes others: `name (file.go:line)`,
+/// `name (binary)` where the table gives no line, and `[inlined]` after a
+/// call the compiler inlined.
+fn go_frame_string(f: &GoFrame<'_>, module: &str) -> String {
+    let s = match (f.file, f.line) {
+        (Some(file), Some(line)) => format!("{} ({}:{line})", f.name, file_name(file)),
+        _ => format!("{} ({})", f.name, file_name(module)),
+    };
+    if f.inlined { s + " [inlined]" } else { s }
 }
 
 /// The highest address asked of the symbolizer: no file states code in
@@ -241,9 +252,9 @@ impl Symbols {
                     _ => match go
                         .get_or_insert_with(|| GoFuncs::open(path))
                         .as_ref()
-                        .and_then(|g| g.name(svma))
+                        .and_then(|g| g.frames(svma))
                     {
-                        Some(name) => vec![frame_string(name, None, path)],
+                        Some(frames) => frames.iter().map(|f| go_frame_string(f, path)).collect(),
                         None => {
                             out.unresolved += 1;
                             vec![format!("{}+{svma:#x}", file_name(path))]

@@ -47,6 +47,16 @@ fn the_runtimes_parking_is_the_runtimes(r: &Report, variant: &str) {
             && !st.iter().any(|x| x.contains("+0x")),
         "{variant}: {st:?}"
     );
+    // Each with its file and line, from the table's pc-value programs
+    // (issue 38).
+    assert!(
+        st.iter().any(|x| x.starts_with("runtime.stopm (proc.go:"))
+            && st
+                .iter()
+                .filter(|x| x.starts_with("runtime."))
+                .all(|x| x.contains(".go:") || x.contains(".s:")),
+        "{variant}: {st:?}"
+    );
     // It is the heaviest wait that is not a timer's.
     let heaviest = r
         .waits
