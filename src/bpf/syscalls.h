@@ -119,6 +119,11 @@ struct kt_task {
 	 * own last sleep, plus 1 (0: not known). */
 	__u32 waker_ran_log2;
 	__u32 enter_wakes;       /* `wakes` at the syscall's entry */
+	/* Set at its exit (kt_exit), which counted it among the exited: the
+	 * task iterator, which still meets it until it is released, leaves
+	 * it out, so no probe counts it twice. */
+	__u32 exited;
+	__u32 _pad_exited;
 };
 
 /* Per-CPU counters of anything dropped inside the kernel. */
