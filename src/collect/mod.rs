@@ -477,20 +477,14 @@ impl<'obj> Collector<'obj> {
         if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
             bss.kt_flush_pending = 1;
         }
-        self.ring
-            .consume()
-            .context("draining the BPF ring buffer")?;
-        Ok(self.queue.take())
+        self.drain()
     }
 
     /// Detaches the exit program (`stop` kept it for the final snapshot)
     /// and returns what it put in the ring buffer since.
     pub fn detach_exit(&mut self) -> Result<Vec<Event>> {
         self.skel.links = Default::default();
-        self.ring
-            .consume()
-            .context("draining the BPF ring buffer")?;
-        Ok(self.queue.take())
+        self.drain()
     }
 
     /// What each of kerntax's programs cost in the kernel so far: runs and

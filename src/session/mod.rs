@@ -416,7 +416,7 @@ pub fn profile_watched(
     // The report names its stacks afresh (a live view's cache of names
     // would leave its unresolved frames uncounted).
     unwinding.names_cache = None;
-    let last_events = collector.stop()?;
+    let mut last_events = collector.stop()?;
     if let Some(t) = &mut window.sched_trace {
         t.add(collector.take_trace());
         t.end_mono_ns = monotonic_ns();
@@ -426,7 +426,6 @@ pub fn profile_watched(
     // longer counted, so unwinding the ring's last samples first (tens of
     // ms on a busy machine) made their sleeps fall short of their switches.
     let live = collector.snapshot()?;
-    let mut last_events = last_events;
     last_events.extend(collector.detach_exit()?);
     handle(last_events, &mut unwinding, Some(&mut window.tally), None);
     let window_cpu_ns = self_cpu_ns().saturating_sub(cpu_at_start_ns);

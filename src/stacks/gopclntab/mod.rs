@@ -64,7 +64,6 @@ pub struct GoFuncs {
     tab: Range<usize>,
     layout: Layout,
     ptr: usize,
-    /// Bytes per instruction step of the pc-value programs (`minLC`).
     quantum: u64,
     nfunc: usize,
     tabs: Tabs,
@@ -99,9 +98,21 @@ fn c_str(b: &[u8], at: usize) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
-/// The layout, pointer size, quantum, nfunc, tables and text start (0:
-/// none stated) of a table, from its header; None for layouts not read.
-fn header(tab: &[u8]) -> Option<(Layout, usize, u64, usize, Tabs, u64)> {
+/// What a table's header states.
+#[derive(Clone, Copy, Debug)]
+struct Header {
+    layout: Layout,
+    ptr: usize,
+    /// Bytes per instruction step of the pc-value programs (`minLC`).
+    quantum: u64,
+    nfunc: usize,
+    tabs: Tabs,
+    /// The text start (0: none stated; Go 1.16, and Go 1.26 on).
+    text: u64,
+}
+
+/// A table's header; None for layouts not read here.
+fn header(tab: &[u8]) -> Option<Header> {
     let layout = match u32_at(tab, 0)? {
         MAGIC_GO116 => Layout::Go116,
         MAGIC_GO118 => Layout::Go118,
@@ -117,7 +128,6 @@ fn header(tab: &[u8]) -> Option<(Layout, usize, u64, usize, Tabs, u64)> {
         |i: usize| -> Option<usize> { usize::try_from(uptr_at(tab, 8 + i * ptr, ptr)?).ok() };
     // Go 1.18 added the text start after nfiles: every later field moves.
     let skip = usize::from(layout >= Layout::Go118);
-    let nfunc = field(0)?;
     let tabs = Tabs {
         funcnames: field(2 + skip)?,
         cutab: field(3 + skip)?,
@@ -130,7 +140,14 @@ fn header(tab: &[u8]) -> Option<(Layout, usize, u64, usize, Tabs, u64)> {
     } else {
         0
     };
-    Some((layout, ptr, quantum, nfunc, tabs, text))
+    Some(Header {
+        layout,
+        ptr,
+        quantum,
+        nfunc: field(0)?,
+        tabs,
+        text,
+    })
 }
 
 impl GoFuncs {
@@ -141,43 +158,56 @@ impl GoFuncs {
         // SAFETY: the file is mapped read-only; a binary rewritten while
         // mapped is the same risk blazesym's own mappings take.
         let map = unsafe { Mmap::map(&file) }.ok()?;
-        let (tab, text_section, module) = {
+        let (tab, h, text_section, module) = {
             let obj = object::File::parse(&*map).ok()?;
             let section = SECTIONS.iter().find_map(|n| obj.section_by_name(n))?;
             let (off, len) = section.file_range()?;
             let text = obj.section_by_name(".text")?.address();
             let start = usize::try_from(off).ok()?;
             let tab = start..start.checked_add(usize::try_from(len).ok()?)?;
-            let module = moduledata::find(&obj, &map, section.address(), map.get(tab.clone())?);
-            (tab, text, module)
+            let h = header(map.get(tab.clone())?)?;
+            let module = moduledata::find(&obj, &map, section.address(), &h);
+            (tab, h, text, module)
         };
-        let mut g = Self::from_parts(map, tab, text_section)?;
-        if let Some(m) = module {
-            if g.text_start == text_section || g.text_start == m.text {
-                g.text_start = m.text;
-            }
-            g.gofunc = m.gofunc;
-        }
-        Some(g)
+        // The header's text start, else the module's data's, else the
+        // section's.
+        let text_start = match (h.text, module) {
+            (0, Some(m)) => m.text,
+            (0, None) => text_section,
+            (stated, _) => stated,
+        };
+        Self::with_header(map, tab, h, text_start, module.and_then(|m| m.gofunc))
     }
 
+    /// The table over `tab` of `map`, its header read, the text start
+    /// being the header's or else `text_section` (tests).
+    #[cfg(test)]
     fn from_parts(map: Mmap, tab: Range<usize>, text_section: u64) -> Option<GoFuncs> {
-        let bytes = map.get(tab.clone())?;
-        let (layout, ptr, quantum, nfunc, tabs, stated) = header(bytes)?;
-        let text_start = if stated != 0 { stated } else { text_section };
+        let h = header(map.get(tab.clone())?)?;
+        let text_start = if h.text != 0 { h.text } else { text_section };
+        Self::with_header(map, tab, h, text_start, None)
+    }
+
+    fn with_header(
+        map: Mmap,
+        tab: Range<usize>,
+        h: Header,
+        text_start: u64,
+        gofunc: Option<usize>,
+    ) -> Option<GoFuncs> {
         let g = GoFuncs {
             map,
             tab,
-            layout,
-            ptr,
-            quantum,
-            nfunc,
-            tabs,
+            layout: h.layout,
+            ptr: h.ptr,
+            quantum: h.quantum,
+            nfunc: h.nfunc,
+            tabs: h.tabs,
             text_start,
-            gofunc: None,
+            gofunc,
         };
         // The table's end entry must be inside it.
-        g.entry(nfunc)?;
+        g.entry(g.nfunc)?;
         Some(g)
     }
 

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use object::elf::{R_AARCH64_RELATIVE, R_X86_64_RELATIVE};
 use object::{Object, ObjectSection, RelocationFlags, SectionKind};
 
-use super::{MAGIC_GO116, MAGIC_GO118, MAGIC_GO120, u32_at, uptr_at};
+use super::{Header, Layout, uptr_at};
 
 /// What the module's data says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,18 +64,15 @@ impl Image<'_> {
 }
 
 /// The module's data of the Go binary `obj` (mapped at `map`), whose
-/// function table is at `pclntab` (an address) with bytes `tab`.
-pub fn find(obj: &object::File<'_>, map: &[u8], pclntab: u64, tab: &[u8]) -> Option<Module> {
-    let magic = u32_at(tab, 0)?;
-    let gofunc_word = match magic {
-        MAGIC_GO116 => None,
-        MAGIC_GO118 => Some(GOFUNC_WORD_GO118),
-        MAGIC_GO120 => Some(GOFUNC_WORD_GO120),
-        _ => return None,
+/// function table, with header `h`, is at `pclntab` (an address).
+pub(super) fn find(obj: &object::File<'_>, map: &[u8], pclntab: u64, h: &Header) -> Option<Module> {
+    let gofunc_word = match h.layout {
+        Layout::Go116 => None,
+        Layout::Go118 => Some(GOFUNC_WORD_GO118),
+        Layout::Go120 => Some(GOFUNC_WORD_GO120),
     };
-    let ptr = usize::from(*tab.get(7)?);
-    let funcnames_field = if magic == MAGIC_GO116 { 2 } else { 3 };
-    let funcnames = pclntab.checked_add(uptr_at(tab, 8 + funcnames_field * ptr, ptr)?)?;
+    let ptr = h.ptr;
+    let funcnames = pclntab.checked_add(h.tabs.funcnames as u64)?;
     let relocated: HashMap<u64, u64> = obj
         .dynamic_relocations()
         .into_iter()
