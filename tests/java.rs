@@ -432,3 +432,35 @@ fn a_jvm_without_frame_pointers_is_reported_with_its_stacks_cut_issue_12() {
     assert!(problem.contains("-XX:+PreserveFramePointer"), "{problem}");
     assert!(r.loss.jit_stacks_cut > 0, "{:?}", r.loss);
 }
+
+/// A JVM that exits while attached (a job, a load generator whose end is
+/// the profile's) can no longer be asked for its perf map at the end: its
+/// frames are named from the map it wrote when asked as profiling started
+/// (CI on 3450838: rocketmq-producer's JVM, exiting as its profile ended,
+/// left every Java frame unnamed and its waits one site).
+#[test]
+fn a_jvm_gone_by_the_end_is_named_from_its_map_at_the_start_issue_37() {
+    if !bpf_available() {
+        return;
+    }
+    // It runs 8 s from its start (2 s before the attach); the profile would
+    // run 20 s, and ends with it.
+    let mut jvm = start_jvm(&["-XX:+PreserveFramePointer"]);
+    let r = attach(jvm.id(), "20");
+    jvm.wait().unwrap();
+    assert!(r.duration_ns < 15_000_000_000, "{}", r.duration_ns);
+    let j = &r.sampling.jit[0];
+    assert_eq!(j.frame_pointers, Some(true), "{j:?}");
+    let problem = j.problem.as_deref().unwrap_or_default();
+    assert!(problem.contains("as profiling started"), "{problem}");
+    // Compiled before the attach, the workers' code is named; what was
+    // compiled since may not be.
+    assert!(j.perf_map_entries > 100 && j.frames_named > 0, "{j:?}");
+    eprintln!("named {} of {} JIT frames", j.frames_named, j.frames);
+    // The workers' waits are one site, named by their Java method (how
+    // much they wait, with HotSpot's adaptive spinning, varies: CPU time
+    // taken by the JVM's exit too).
+    let s = site(&r, "JavaLocks.reentrantWorker");
+    assert_eq!(s.waiters, 4, "{s:?}");
+    assert_eq!(s.prior, kerntax::report::WaitPrior::LockAcquire, "{s:?}");
+}

@@ -382,6 +382,14 @@ pub fn profile_watched(
     // A command runs from here; if its exec fails, it has been reaped.
     target.release()?;
     let attach_ns = started.elapsed().as_nanos() as u64;
+    // An attached JVM's perf map as profiling starts: it may be gone, or
+    // have freed code, by the end.
+    let early_maps = (!target.is_child).then(|| {
+        let mut pids: Vec<u32> = baseline.iter().map(|t| t.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        jit::ask_early(pids, started_at)
+    });
     phases.mark("start-up until the target runs");
     // Only CPU samples carry kernel stacks.
     let mut kallsyms = LazyKallsyms::new(if opts.cpu_hz > 0 {
@@ -455,6 +463,7 @@ pub fn profile_watched(
         window.tally.stacks(),
         mode == Mode::Run,
         started_at,
+        early_maps.and_then(|h| h.join().ok()).unwrap_or_default(),
         |pid| comms.get(&pid).cloned().unwrap_or_default(),
     );
     unwinding.jit_maps = std::mem::take(&mut jit.maps);

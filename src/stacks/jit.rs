@@ -5,10 +5,15 @@
 //! memory with no symbols and no unwind tables: without the map its frames
 //! are bare addresses.
 //!
-//! Why the map is read only once profiling stops: a JVM writes it on
-//! request, and a stack keeps the process and the address of each JIT frame
-//! until then. A map written before the profile started is stale (or
-//! belongs to an earlier process with the same PID) and is not used.
+//! Why the map is read once profiling stops: a JVM writes it on request,
+//! and a stack keeps the process and the address of each JIT frame until
+//! then. A map written before the profile started is stale (or belongs to
+//! an earlier process with the same PID) and is not used.
+//!
+//! An attached JVM is also asked as profiling starts (`ask_early`): one
+//! that exits as the profile ends (a job, a load generator) can no longer
+//! be asked then, and code freed during the profile is in no final map.
+//! The final map names a frame first; the early one names what it lacks.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::SystemTime;
@@ -24,21 +29,63 @@ pub use crate::frame::jit::{JitKind, display_name, kind};
 #[derive(Debug, Default)]
 pub struct JitMaps {
     pub maps: HashMap<u32, MapState>,
+    /// What the JVMs answered when asked as profiling started.
+    pub early: HashMap<u32, Early>,
 }
 
 impl JitMaps {
     pub fn read(pids: impl IntoIterator<Item = u32>, since: SystemTime) -> JitMaps {
         JitMaps {
             maps: pids.into_iter().map(|p| (p, read(p, since))).collect(),
+            early: HashMap::new(),
         }
     }
 
+    /// The name of `pid`'s JIT code at `addr`: from its final map, else
+    /// from its early one (code freed during the profile).
     pub fn lookup(&self, pid: u32, addr: u64) -> Option<&str> {
-        match self.maps.get(&pid)? {
-            MapState::Read { map, .. } => map.lookup(addr),
+        let last = match self.maps.get(&pid) {
+            Some(MapState::Read { map, .. }) => map.lookup(addr),
             _ => None,
-        }
+        };
+        last.or_else(|| self.early.get(&pid)?.map.lookup(addr))
     }
+}
+
+/// A JVM's answer as profiling started: its perf map then, and whether its
+/// JIT code keeps frame pointers.
+#[derive(Debug, Clone, Default)]
+pub struct Early {
+    pub map: PerfMap,
+    pub frame_pointers: Option<bool>,
+}
+
+/// Asks the JVMs among `pids` for their perf maps in the background, as
+/// profiling starts, and reads them (written since `since`): what
+/// `gather` names frames with when a JVM is gone by the end.
+pub fn ask_early(
+    pids: Vec<u32>,
+    since: SystemTime,
+) -> std::thread::JoinHandle<HashMap<u32, Early>> {
+    std::thread::spawn(move || {
+        pids.into_iter()
+            .filter(|&pid| jvm::is_jvm(pid))
+            .filter_map(|pid| {
+                let asked = jvm::ask(pid);
+                asked.perf_map.ok()?;
+                match read(pid, since) {
+                    MapState::Read { map, .. } => Some((
+                        pid,
+                        Early {
+                            map,
+                            frame_pointers: asked.frame_pointers,
+                        },
+                    )),
+                    _ => None,
+                }
+            })
+            .collect()
+    })
 }
 
 /// The JIT code of the profiled processes after profiling: their perf maps
@@ -64,11 +111,12 @@ impl Gathered {
 /// Finds the processes with JIT frames in `stacks`, asks those that are
 /// running JVMs for their perf map (`run_options` gave the JVMs kerntax
 /// started one at exit, and frame pointers), and reads the maps written
-/// since `since`.
+/// since `since`; `early` are the maps asked for as profiling started.
 pub fn gather<'a>(
     stacks: impl Iterator<Item = &'a UnwoundStack>,
     started_jvms: bool,
     since: SystemTime,
+    early: HashMap<u32, Early>,
     comm_of: impl Fn(u32) -> String,
 ) -> Gathered {
     let mut addrs: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
@@ -89,7 +137,8 @@ pub fn gather<'a>(
         .filter(|&&pid| jvm::is_jvm(pid))
         .map(|&pid| (pid, jvm::ask(pid)))
         .collect();
-    let maps = JitMaps::read(addrs.keys().copied(), since);
+    let mut maps = JitMaps::read(addrs.keys().copied(), since);
+    maps.early = early;
     let mut out = Gathered::default();
     for (pid, set) in &addrs {
         let state = maps.maps.get(pid);
@@ -102,9 +151,26 @@ pub fn gather<'a>(
             .filter(|&&a| maps.lookup(*pid, a).is_some())
             .count() as u64;
         let asked = asked.get(pid);
-        let frame_pointers = asked.and_then(|a| a.frame_pointers);
+        let early = maps.early.get(pid);
+        let entries = entries.max(early.map_or(0, |e| e.map.len() as u64));
+        let frame_pointers = asked
+            .and_then(|a| a.frame_pointers)
+            .or(early.and_then(|e| e.frame_pointers));
         let mut problems = Vec::new();
         match state {
+            // Gone by the end, or not answering then: named from the map
+            // it wrote as profiling started (the file, if still there, is
+            // that map).
+            _ if early.is_some() && asked.is_none_or(|a| a.perf_map.is_err()) => {
+                problems.push(format!(
+                    "named from the perf map it wrote as profiling started, as {}: code \
+                     compiled during the profile is unnamed",
+                    match asked.map(|a| &a.perf_map) {
+                        Some(Err(why)) => format!("asking it again at the end failed ({why})"),
+                        _ => "it was gone by the end".to_string(),
+                    }
+                ));
+            }
             Some(MapState::Read { cut_bytes: 0, .. }) => {}
             Some(MapState::Read { cut_bytes, .. }) => problems.push(format!(
                 "its perf map is larger than kerntax reads: its first {} MiB were left \
@@ -187,5 +253,33 @@ mod tests {
             assert_eq!(display_name(raw), shown, "{raw}");
             assert_eq!(kind(&display_name(raw)), k, "{raw}");
         }
+    }
+
+    /// The final map names a frame first; code freed during the profile
+    /// (in the early map only) keeps its early name.
+    #[test]
+    fn the_final_map_names_first_and_the_early_one_what_it_lacks() {
+        let mut maps = JitMaps::default();
+        maps.maps.insert(
+            7,
+            MapState::Read {
+                map: PerfMap::parse("1000 100 void Late.run()\n"),
+                cut_bytes: 0,
+            },
+        );
+        maps.early.insert(
+            7,
+            Early {
+                map: PerfMap::parse("1000 100 void Early.run()\n2000 100 void Freed.run()\n"),
+                frame_pointers: Some(true),
+            },
+        );
+        assert_eq!(maps.lookup(7, 0x1010), Some("void Late.run()"));
+        assert_eq!(maps.lookup(7, 0x2010), Some("void Freed.run()"));
+        assert_eq!(maps.lookup(7, 0x3010), None);
+        assert_eq!(maps.lookup(8, 0x1010), None);
+        maps.maps.insert(8, MapState::Stale);
+        maps.early.insert(8, maps.early[&7].clone());
+        assert_eq!(maps.lookup(8, 0x1010), Some("void Early.run()"));
     }
 }
