@@ -217,11 +217,15 @@ pub fn elf_file(data: &[u8]) {
         // and a panic of kerntax's own still ends the run.
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
+        let (python, ruby, java) = Default::default();
         let names = crate::stacks::symbolize::Symbols::resolve(
             &modules,
             &jit::JitMaps::default(),
-            &Default::default(),
-            &Default::default(),
+            crate::interp::Interpreters {
+                python: &python,
+                ruby: &ruby,
+                java: &java,
+            },
             &locs,
         );
         std::panic::set_hook(hook);

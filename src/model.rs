@@ -363,6 +363,10 @@ pub enum FrameLoc {
     /// read) and line (0: unknown), named from the iseq read while the
     /// process lived (`interp::ruby::frames`).
     Ruby { pid: u32, iseq: u64, line: i32 },
+    /// A Java method running in HotSpot's interpreter in process `pid`:
+    /// its number among the methods read and its line (0: unknown), named
+    /// from the Method read while the process lived (`interp::hotspot`).
+    Java { pid: u32, method: u64, line: i32 },
 }
 
 #[derive(

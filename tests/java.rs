@@ -464,3 +464,170 @@ fn a_jvm_gone_by_the_end_is_named_from_its_map_at_the_start_issue_37() {
     assert_eq!(s.waiters, 4, "{s:?}");
     assert_eq!(s.prior, kerntax::report::WaitPrior::LockAcquire, "{s:?}");
 }
+
+/// Issue 38: HotSpot's own tables (vmStructs) give kerntax what it reads
+/// an interpreted frame with, on every JDK here: the version, and the
+/// interpreter's code inside the JIT's anonymous executable memory (where
+/// the perf map's `Interpreter` stub is).
+#[test]
+fn every_jdk_here_describes_its_interpreter_in_its_own_tables_issue_38() {
+    let cp = classes();
+    let mut seen = 0;
+    for java in jdks() {
+        let mut child = Command::new(&java)
+            .args(["-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit"])
+            .args([
+                "-cp",
+                cp.to_str().unwrap(),
+                "JavaLocks",
+                "reentrant",
+                "2",
+                "2",
+            ])
+            .env_remove("JAVA_TOOL_OPTIONS")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+        let pid = child.id();
+        let maps = kerntax::stacks::maps::read(pid).unwrap();
+        let mut jvms = kerntax::interp::hotspot::Jvms::default();
+        jvms.learn(pid, &maps);
+        let described = jvms.describe(pid);
+        child.wait().unwrap();
+        let (major, interp) = described.unwrap_or_else(|e| panic!("{java}: {e}"));
+        // The perf map written at exit names the same code Interpreter.
+        let map = std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).unwrap();
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+        let stub = map
+            .lines()
+            .find(|l| l.ends_with(" Interpreter"))
+            .and_then(|l| {
+                u64::from_str_radix(l.split(' ').next()?.trim_start_matches("0x"), 16).ok()
+            })
+            .unwrap_or_else(|| panic!("{java}: no Interpreter in its perf map"));
+        assert!(
+            interp.contains(&stub),
+            "{java} {major}: {interp:x?} {stub:#x}"
+        );
+        let version = Command::new(&java).arg("-version").output().unwrap();
+        let said = String::from_utf8_lossy(&version.stderr).to_string();
+        assert!(
+            said.contains(&format!("\"{major}")),
+            "{java}: {major} {said}"
+        );
+        eprintln!("{java}: JDK {major}, its interpreter at {interp:x?}");
+        seen += 1;
+    }
+    assert!(seen >= 1);
+}
+
+/// The java launchers installed, each JDK once: Debian's default, and any
+/// other JDK under /usr/lib/jvm (the fixture's classes are Java 17's).
+fn jdks() -> Vec<String> {
+    let mut out: Vec<std::path::PathBuf> = Vec::new();
+    let default = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("java"))
+        .find(|p| p.exists());
+    let mut more: Vec<std::path::PathBuf> = std::fs::read_dir("/usr/lib/jvm")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("bin/java"))
+        .filter(|p| p.exists())
+        .collect();
+    more.sort();
+    for p in default.into_iter().chain(more) {
+        if let Ok(real) = std::fs::canonicalize(&p)
+            && !out.contains(&real)
+        {
+            out.push(real);
+        }
+    }
+    out.iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The line of the first line of `JavaLocks.java` after `after` that holds
+/// `what`: the fixture's source is the truth its class's line table (the
+/// JVM's own stack traces) gives.
+fn source_line(after: &str, what: &str) -> i32 {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/java/JavaLocks.java"
+    ))
+    .unwrap();
+    let lines: Vec<&str> = src.lines().collect();
+    let from = lines.iter().position(|l| l.contains(after)).unwrap();
+    let at = lines[from..].iter().position(|l| l.contains(what)).unwrap();
+    (from + at + 1) as i32
+}
+
+/// Issue 38: a Java program the JIT never compiles (`-Xint`: every method
+/// interpreted, as a short run's and a cold path's are) reads as compiled
+/// code does: its methods named from the JVM's own Method structures, with
+/// their source lines, so the same wait site, lock and finding; before,
+/// every Java frame was `Interpreter (jit)` and nothing was found. On every
+/// JDK here (17: the line table's UNSIGNED5 with zero bytes, the source
+/// file in the class; 25: without, in the constant pool).
+#[test]
+fn a_java_program_never_compiled_reads_as_one_compiled_issue_38() {
+    if !bpf_available() {
+        return;
+    }
+    let cp = classes();
+    let lock_at = source_line("static void reentrantWorker", "lock.lock();");
+    let unlock_at = source_line("static void reentrantWorker", "lock.unlock();");
+    for java in jdks() {
+        let p = run(
+            &[],
+            &[
+                &java,
+                "-Xint",
+                "-cp",
+                cp.to_str().unwrap(),
+                "JavaLocks",
+                "reentrant",
+                "4",
+                "3",
+            ],
+        );
+        assert!(p.output.status.success(), "{java}: {}", p.stderr);
+        let r = &p.report;
+        let i = &r.sampling.interpreters;
+        assert!(
+            i.seen.iter().any(|s| s.contains("HotSpot JDK")),
+            "{java}: {i:?}"
+        );
+        // Nearly every interpreted frame named: those left are methods
+        // first met after the JVM exited (its shutdown).
+        assert!(
+            i.frames > 10_000 && i.frames_unreadable * 100 < i.frames,
+            "{java}: {i:?}"
+        );
+        workers_contend(r, "JavaLocks.reentrantWorker");
+        let s = site(r, "JavaLocks.reentrantWorker");
+        let waiter = format!("JavaLocks.reentrantWorker (JavaLocks.java:{lock_at}, interpreted)");
+        assert!(
+            s.stacks[0].frames.contains(&waiter),
+            "{java}: {waiter} in {:?}",
+            s.stacks[0].frames
+        );
+        let waker = format!("JavaLocks.reentrantWorker (JavaLocks.java:{unlock_at}, interpreted)");
+        assert!(
+            s.releases[0].stacks[0].frames.contains(&waker),
+            "{java}: {waker} in {:?}",
+            s.releases[0].stacks[0].frames
+        );
+        let f = first_finding(r);
+        assert_eq!(f.id, "lock.global-serializes", "{java}: {f:?}");
+        assert!(
+            f.culprit.name.starts_with("JavaLocks.reentrantWorker"),
+            "{java}: {f:?}"
+        );
+    }
+}

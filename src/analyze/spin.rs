@@ -61,7 +61,10 @@ fn space_of(at: &FrameLoc) -> Option<((u8, u64), u64)> {
     match *at {
         FrameLoc::InModule { module, svma } => Some(((0, module as u64), svma)),
         FrameLoc::Jit { pid, addr } => Some(((1, u64::from(pid)), addr)),
-        FrameLoc::Unmapped { .. } | FrameLoc::Python { .. } | FrameLoc::Ruby { .. } => None,
+        FrameLoc::Unmapped { .. }
+        | FrameLoc::Python { .. }
+        | FrameLoc::Ruby { .. }
+        | FrameLoc::Java { .. } => None,
     }
 }
 

@@ -46,6 +46,15 @@ pub fn is_language_runtime(path: &str) -> bool {
 /// The location a frame of JIT code shows: `Spin.work (jit)`.
 pub const JIT_LOCATION: &str = "jit";
 
+/// What the location of a method a JVM interprets ends with:
+/// `Spin.work (Spin.java:12, interpreted)`.
+pub const INTERPRETED_LOCATION: &str = "interpreted";
+
+/// Whether a frame's location is a JVM's interpreted method's.
+fn is_interpreted_java(location: &str) -> bool {
+    location == INTERPRETED_LOCATION || location.ends_with(", interpreted")
+}
+
 /// The last part of `path`.
 pub fn file_name(path: &str) -> &str {
     std::path::Path::new(path)
@@ -99,9 +108,13 @@ pub fn split(frame: &str) -> (&str, Option<&str>, bool) {
     (body, None, inlined)
 }
 
-/// Whether a frame is JIT-compiled code (`name (jit)`).
+/// Whether a frame is a managed runtime's code: JIT-compiled (`name
+/// (jit)`), or a Java method its JVM still interprets, which reads the same
+/// before and after the JIT compiles it.
 pub fn is_jit(frame: &str) -> bool {
-    split(frame).1 == Some(JIT_LOCATION)
+    split(frame)
+        .1
+        .is_some_and(|l| l == JIT_LOCATION || is_interpreted_java(l))
 }
 
 /// What a frame past the C runtime's is: JIT code of a kind, the native
@@ -110,6 +123,7 @@ pub fn is_jit(frame: &str) -> bool {
 pub fn jit_kind(frame: &str) -> Option<jit::JitKind> {
     match split(frame) {
         (name, Some(JIT_LOCATION), _) => Some(jit::kind(name.trim())),
+        (name, Some(l), _) if is_interpreted_java(l) => Some(jit::kind(name.trim())),
         (_, Some(lib), _) if is_language_runtime(lib) => Some(jit::JitKind::Platform),
         (name, Some(_), _) if is_v8_internal(name.trim()) => Some(jit::JitKind::Platform),
         _ => None,
@@ -304,6 +318,36 @@ pub fn words(function: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 38: a method the JVM interprets is the same method compiled:
+    /// managed code, of the program's or the platform's by its name.
+    #[test]
+    fn an_interpreted_java_frame_reads_as_its_compiled_code() {
+        use jit::JitKind;
+        for (frame, kind) in [
+            (
+                "JavaLocks.work (JavaLocks.java:53, interpreted)",
+                JitKind::Program,
+            ),
+            ("JavaLocks.work (jit)", JitKind::Program),
+            (
+                "jdk.internal.misc.Unsafe.park (Unsafe.java, interpreted)",
+                JitKind::Platform,
+            ),
+            ("Gen.run (interpreted)", JitKind::Program),
+        ] {
+            assert!(is_jit(frame), "{frame}");
+            assert_eq!(jit_kind(frame), Some(kind), "{frame}");
+        }
+        for frame in [
+            "ns_get (icinga.c:115)",
+            "work (gil_work.py:16)",
+            "interpreted_thing (a.c:3)",
+        ] {
+            assert!(!is_jit(frame), "{frame}");
+            assert_eq!(jit_kind(frame), None, "{frame}");
+        }
+    }
 
     #[test]
     fn locations_are_told_from_parameter_lists() {

@@ -3,12 +3,22 @@
 //! from the C stack of its eval loop. One module per interpreter; the
 //! process memory they read through is shared.
 
+pub mod hotspot;
 pub mod memory;
 pub mod python;
 pub mod ruby;
 
 use crate::model::FrameLoc;
 use crate::stacks::maps::Mapping;
+
+/// The interpreters' frame readers, as naming a stack needs them: each
+/// names the frames of its own `FrameLoc` variant.
+#[derive(Clone, Copy)]
+pub struct Interpreters<'a> {
+    pub python: &'a python::frames::Pythons,
+    pub ruby: &'a ruby::frames::Rubies,
+    pub java: &'a hotspot::Jvms,
+}
 
 /// The executable file mappings of a process whose file name starts with
 /// one of `prefixes` (an interpreter's executable or library), each file

@@ -23,8 +23,11 @@ pub fn name(unwinding: &mut Unwinding, kernel: &KernelCounters, tally: &SampleTa
         unwinding.names_cache.as_mut(),
         &unwinding.modules,
         &unwinding.jit_maps,
-        &unwinding.python,
-        &unwinding.ruby,
+        crate::interp::Interpreters {
+            python: &unwinding.python,
+            ruby: &unwinding.ruby,
+            java: &unwinding.java,
+        },
         tally.stacks().flat_map(|s| &s.frames),
     );
     // Each distinct stack named once; the keys share it (`model::Frames`).

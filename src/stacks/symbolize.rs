@@ -11,8 +11,7 @@ use super::elf::ModuleTable;
 use super::gopclntab::{GoFrame, GoFuncs};
 use super::jit::{self, JitMaps};
 use crate::frame::{JIT_LOCATION, file_name, is_language_runtime, is_runtime_library};
-use crate::interp::python::frames::Pythons;
-use crate::interp::ruby::frames::Rubies;
+use crate::interp::Interpreters;
 use crate::model::FrameLoc;
 
 /// Names of frames in files, kept across a live view's windows, and the
@@ -104,7 +103,10 @@ impl Symbols {
                     .get(*module)
                     .is_some_and(|p| is_runtime_library(p)),
                 FrameLoc::Unmapped { mapping, .. } => mapping.as_deref() == Some("[vdso]"),
-                FrameLoc::Jit { .. } | FrameLoc::Python { .. } | FrameLoc::Ruby { .. } => false,
+                FrameLoc::Jit { .. }
+                | FrameLoc::Python { .. }
+                | FrameLoc::Ruby { .. }
+                | FrameLoc::Java { .. } => false,
             };
             if !runtime {
                 break;
@@ -117,11 +119,10 @@ impl Symbols {
     pub fn resolve<'a>(
         modules: &ModuleTable,
         jit_maps: &JitMaps,
-        python: &Pythons,
-        ruby: &Rubies,
+        interpreters: Interpreters<'_>,
         locs: impl IntoIterator<Item = &'a FrameLoc>,
     ) -> Symbols {
-        Symbols::resolve_cached(None, modules, jit_maps, python, ruby, locs)
+        Symbols::resolve_cached(None, modules, jit_maps, interpreters, locs)
     }
 
     /// `resolve`, taking the names of frames in files from `cache` and
@@ -131,10 +132,10 @@ impl Symbols {
         cache: Option<&mut NameCache>,
         modules: &ModuleTable,
         jit_maps: &JitMaps,
-        python: &Pythons,
-        ruby: &Rubies,
+        interpreters: Interpreters<'_>,
         locs: impl IntoIterator<Item = &'a FrameLoc>,
     ) -> Symbols {
+        let Interpreters { python, ruby, java } = interpreters;
         let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut out = Symbols::default();
         let (mut cached, kept) = match cache {
@@ -192,6 +193,16 @@ impl Symbols {
                     let s = ruby.name(*iseq, *line).unwrap_or_else(|| {
                         out.unresolved += 1;
                         "[ruby: iseq unreadable]".to_string()
+                    });
+                    out.names.insert(loc.clone(), vec![s]);
+                }
+                FrameLoc::Java { method, line, .. } => {
+                    if out.names.contains_key(loc) {
+                        continue;
+                    }
+                    let s = java.name(*method, *line).unwrap_or_else(|| {
+                        out.unresolved += 1;
+                        "[java: method unread]".to_string()
                     });
                     out.names.insert(loc.clone(), vec![s]);
                 }
@@ -319,11 +330,15 @@ mod tests {
                 mapping: None,
             },
         ];
+        let (python, ruby, java) = Default::default();
         let s = Symbols::resolve(
             &ModuleTable::default(),
             &JitMaps::default(),
-            &Pythons::default(),
-            &Rubies::default(),
+            Interpreters {
+                python: &python,
+                ruby: &ruby,
+                java: &java,
+            },
             &locs,
         );
         assert_eq!(

@@ -85,6 +85,7 @@ impl Unwinding {
         if pid != std::process::id() {
             self.python.learn(pid, &mappings);
             self.ruby.learn(pid, &mappings);
+            self.java.learn(pid, &mappings);
         }
         let p = self.build(&mappings);
         self.procs.insert(pid, p);

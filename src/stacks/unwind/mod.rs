@@ -91,6 +91,8 @@ pub struct Unwinding {
     pub python: crate::interp::python::frames::Pythons,
     /// CRuby processes: the same.
     pub ruby: crate::interp::ruby::frames::Rubies,
+    /// HotSpot JVMs: their interpreted frames named.
+    pub java: crate::interp::hotspot::Jvms,
     /// Names of frames in files kept from one window of a live view to the
     /// next (None: a run names its stacks once, at its end).
     pub names_cache: Option<super::symbolize::NameCache>,
@@ -128,6 +130,7 @@ impl Unwinding {
         self.procs.remove(&pid);
         self.python.forget(pid);
         self.ruby.forget(pid);
+        self.java.forget(pid);
         self.forked_from.remove(&pid);
         // The program before the exec is not the one it runs now: learnt
         // from /proc/PID/exe, then from the name the exec gave, if found.
@@ -266,6 +269,7 @@ impl Unwinding {
         self.reread.clear();
         self.python.new_batch();
         self.ruby.new_batch();
+        self.java.new_batch();
     }
 }
 

@@ -82,7 +82,7 @@ impl Unwinding {
             }
         }
         let cache = self.caches.entry(owner).or_default();
-        let (mut frames, mut truncated, mut refused) = walk(p, cache, s, owner);
+        let mut w = walk(p, cache, s, owner);
         // A frame in no mapping known: code mapped since the map was read
         // (a library loaded late, a JIT's code cache grown). Read it again,
         // at most once per batch of samples; not for a refused frame, which
@@ -92,18 +92,28 @@ impl Unwinding {
                 .iter()
                 .any(|f| matches!(f, FrameLoc::Unmapped { mapping: None, .. }))
         };
-        if !refused
-            && outside(&frames)
+        if !w.refused
+            && outside(&w.frames)
             && self.reread.insert(owner)
             && let Ok(mappings) = maps::read(owner)
         {
             self.reread(owner, mappings);
             if let Some(p) = self.procs.get(&owner) {
                 let cache = self.caches.entry(owner).or_default();
-                (frames, truncated, refused) = walk(p, cache, s, owner);
+                w = walk(p, cache, s, owner);
             }
         }
+        let Walked {
+            mut frames,
+            fps,
+            truncated,
+            refused,
+        } = w;
         self.stats.frames_in_lost_maps += u64::from(refused);
+        if self.java.knows(owner) {
+            self.java
+                .name_frames(owner, &mut frames, &fps, |a| stack_word(s, a));
+        }
         if truncated {
             self.stats.truncated += 1;
         }
@@ -156,12 +166,7 @@ fn add_lookups((hits, all): (u64, u64), cache: &CacheX86_64) -> (u64, u64) {
 /// code there is not known, so neither is its name nor how to unwind past
 /// it; the map kerntax holds may show the library before the change, a
 /// read of /proc one loaded since).
-fn walk(
-    p: &Process,
-    cache: &mut CacheX86_64,
-    s: &StackSample,
-    owner: u32,
-) -> (Vec<FrameLoc>, bool, bool) {
+fn walk(p: &Process, cache: &mut CacheX86_64, s: &StackSample, owner: u32) -> Walked {
     // Set when the unwinder wanted stack beyond the bytes copied: the one
     // way a stack is cut short rather than ended (a trampoline without
     // unwind info, like ld.so's _start or makecontext's, just ends it).
@@ -183,28 +188,61 @@ fn walk(
             }
         }
     };
-    let regs = UnwindRegsX86_64::new(s.ip, s.sp, s.bp);
-    let mut iter = p.unwinder.iter_frames(s.ip, regs, cache, &mut read_stack);
-    let mut frames = Vec::new();
-    let (mut truncated, mut refused) = (false, false);
-    while let Ok(Some(frame)) = iter.next() {
-        if frames.len() == MAX_FRAMES {
-            truncated = true;
+    // framehop's iterator, stepped by hand to keep each frame's frame
+    // pointer (what a JVM's interpreter frame is read from).
+    let mut regs = UnwindRegsX86_64::new(s.ip, s.sp, s.bp);
+    let mut frame = FrameAddress::InstructionPointer(s.ip);
+    let mut w = Walked::default();
+    loop {
+        if w.frames.len() == MAX_FRAMES {
+            w.truncated = true;
             break;
         }
         let addr = frame.address_for_lookup();
         if in_lost_span(s, addr) {
-            frames.push(FrameLoc::Unmapped {
+            w.frames.push(FrameLoc::Unmapped {
                 addr,
                 mapping: None,
             });
-            refused = true;
+            w.fps.push(regs.bp());
+            w.refused = true;
             break;
         }
-        frames.push(locate(&p.regions, owner, frame));
+        w.frames.push(locate(&p.regions, owner, frame));
+        w.fps.push(regs.bp());
+        match p
+            .unwinder
+            .unwind_frame(frame, &mut regs, cache, &mut read_stack)
+        {
+            Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                Some(next) => frame = next,
+                None => break,
+            },
+            _ => break,
+        }
     }
-    truncated |= beyond_copy;
-    (frames, truncated, refused)
+    w.truncated |= beyond_copy;
+    w
+}
+
+/// A walked stack: its frames, each one's frame pointer, whether it was
+/// cut short, and whether it ended at a frame refused (`walk`).
+#[derive(Default)]
+pub(super) struct Walked {
+    pub(super) frames: Vec<FrameLoc>,
+    pub(super) fps: Vec<u64>,
+    pub(super) truncated: bool,
+    pub(super) refused: bool,
+}
+
+/// The word at `addr` in the stack copied with `s`, if copied.
+fn stack_word(s: &StackSample, addr: u64) -> Option<u64> {
+    let off = usize::try_from(addr.checked_sub(s.sp)?).ok()?;
+    if s.absent_pages != 0 && in_absent_page(s.sp, s.absent_pages, addr) {
+        return None;
+    }
+    let b = s.stack.get(off..off.checked_add(8)?)?;
+    Some(u64::from_ne_bytes(b.try_into().ok()?))
 }
 
 /// Whether `addr` lies where the mapping changes of the process of `s`
@@ -269,7 +307,9 @@ mod tests {
         let mut cache = CacheX86_64::new();
         let mut s = StackSample::at(0x1800, 0x7ffd_0000);
         s.maps_lost = Some((0x1000, 0x2000));
-        let (frames, _, refused) = walk(&p, &mut cache, &s, 7);
+        let Walked {
+            frames, refused, ..
+        } = walk(&p, &mut cache, &s, 7);
         assert!(refused);
         assert_eq!(
             frames,
@@ -280,7 +320,9 @@ mod tests {
         );
         for lost in [Some((0x2000, 0x3000)), None] {
             s.maps_lost = lost;
-            let (frames, _, refused) = walk(&p, &mut cache, &s, 7);
+            let Walked {
+                frames, refused, ..
+            } = walk(&p, &mut cache, &s, 7);
             assert!(!refused, "{lost:?}");
             assert_eq!(
                 frames.first(),
