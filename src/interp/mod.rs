@@ -20,6 +20,27 @@ pub struct Interpreters<'a> {
     pub java: &'a hotspot::Jvms,
 }
 
+impl Interpreters<'_> {
+    /// The name of an interpreted frame, or what it shows when its code
+    /// could not be read; None for a frame no interpreter reads.
+    pub fn name(&self, loc: &FrameLoc) -> Option<Result<String, &'static str>> {
+        Some(match *loc {
+            FrameLoc::Python { code, line, .. } => {
+                self.python.name(code, line).ok_or("[python: code gone]")
+            }
+            FrameLoc::Ruby { iseq, line, .. } => {
+                self.ruby.name(iseq, line).ok_or("[ruby: iseq unreadable]")
+            }
+            FrameLoc::Java { method, line, .. } => {
+                self.java.name(method, line).ok_or("[java: method unread]")
+            }
+            FrameLoc::InModule { .. } | FrameLoc::Unmapped { .. } | FrameLoc::Jit { .. } => {
+                return None;
+            }
+        })
+    }
+}
+
 /// The executable file mappings of a process whose file name starts with
 /// one of `prefixes` (an interpreter's executable or library), each file
 /// once: the only files an interpreter's discovery reads in full.

@@ -370,13 +370,15 @@ pub fn profile_watched(
     unwinding.map_events = collector.map_events_on();
     unwinding.image_maps = collector.image_maps_sent();
     register_pythons(&collector, &mut unwinding);
-    if !target.is_child {
-        // A running server registered its fds with epoll before now.
+    // An attached target's processes: a running server registered its fds
+    // with epoll before now.
+    let attached_pids = (!target.is_child).then(|| {
         let mut pids: Vec<u32> = baseline.iter().map(|t| t.pid).collect();
         pids.sort_unstable();
         pids.dedup();
         collector.seed_epoll_sizes(&pids);
-    }
+        pids
+    });
     let host_start = HostSnapshot::now();
     let start = Start::now(&collector)?;
     // A command runs from here; if its exec fails, it has been reaped.
@@ -384,12 +386,7 @@ pub fn profile_watched(
     let attach_ns = started.elapsed().as_nanos() as u64;
     // An attached JVM's perf map as profiling starts: it may be gone, or
     // have freed code, by the end.
-    let early_maps = (!target.is_child).then(|| {
-        let mut pids: Vec<u32> = baseline.iter().map(|t| t.pid).collect();
-        pids.sort_unstable();
-        pids.dedup();
-        jit::ask_early(pids, started_at)
-    });
+    let early_maps = attached_pids.map(|pids| jit::ask_early(pids, started_at));
     phases.mark("start-up until the target runs");
     // Only CPU samples carry kernel stacks.
     let mut kallsyms = LazyKallsyms::new(if opts.cpu_hz > 0 {

@@ -135,7 +135,6 @@ impl Symbols {
         interpreters: Interpreters<'_>,
         locs: impl IntoIterator<Item = &'a FrameLoc>,
     ) -> Symbols {
-        let Interpreters { python, ruby, java } = interpreters;
         let mut by_module: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut out = Symbols::default();
         let (mut cached, kept) = match cache {
@@ -176,34 +175,20 @@ impl Symbols {
                     };
                     out.names.insert(loc.clone(), vec![s]);
                 }
-                FrameLoc::Python { code, line, .. } => {
+                FrameLoc::Python { .. } | FrameLoc::Ruby { .. } | FrameLoc::Java { .. } => {
                     if out.names.contains_key(loc) {
                         continue;
                     }
-                    let s = python.name(*code, *line).unwrap_or_else(|| {
-                        out.unresolved += 1;
-                        "[python: code gone]".to_string()
-                    });
-                    out.names.insert(loc.clone(), vec![s]);
-                }
-                FrameLoc::Ruby { iseq, line, .. } => {
-                    if out.names.contains_key(loc) {
-                        continue;
-                    }
-                    let s = ruby.name(*iseq, *line).unwrap_or_else(|| {
-                        out.unresolved += 1;
-                        "[ruby: iseq unreadable]".to_string()
-                    });
-                    out.names.insert(loc.clone(), vec![s]);
-                }
-                FrameLoc::Java { method, line, .. } => {
-                    if out.names.contains_key(loc) {
-                        continue;
-                    }
-                    let s = java.name(*method, *line).unwrap_or_else(|| {
-                        out.unresolved += 1;
-                        "[java: method unread]".to_string()
-                    });
+                    let s = match interpreters.name(loc) {
+                        Some(Ok(name)) => name,
+                        unread => {
+                            out.unresolved += 1;
+                            unread
+                                .and_then(Result::err)
+                                .unwrap_or("[unread]")
+                                .to_string()
+                        }
+                    };
                     out.names.insert(loc.clone(), vec![s]);
                 }
             }

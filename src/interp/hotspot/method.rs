@@ -84,6 +84,11 @@ impl Layout {
         (start != 0 && len > 0 && len < 1 << 30).then(|| start..start + len)
     }
 
+    /// The ConstMethod* `m` was read through: its bytecodes follow it.
+    pub fn const_method_of(&self, m: &JavaMethod) -> u64 {
+        m.code.start - self.cm_size
+    }
+
     /// UNSIGNED5's excluded bytes: 1 from JDK 20.
     fn unsigned5_x(&self) -> u8 {
         u8::from(self.major >= 20)

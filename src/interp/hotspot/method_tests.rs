@@ -150,6 +150,7 @@ fn a_method_is_named_as_its_compiled_code_with_its_file_and_lines() {
     assert_eq!(m.name, "java.util.concurrent.ThreadPoolExecutor.getTask");
     assert_eq!(m.file.as_deref(), Some("ThreadPoolExecutor.java"));
     assert_eq!(m.code, 0x2030..0x2040);
+    assert_eq!(l.const_method_of(&m), 0x2000);
     assert_eq!(m.lines, vec![(0, 42), (8, 44)]);
     assert_eq!(m.line_at(0x2039), 44);
     // Words that are not a Method.

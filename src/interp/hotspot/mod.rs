@@ -285,11 +285,16 @@ impl Jvm {
                 }
             }
         }
-        let n = method::read(mem, layout, method).ok().map(|m| {
-            all.push(Arc::new(m));
-            (all.len() - 1) as u64
-        });
-        let cm = cm_now(mem).unwrap_or(0);
+        // The ConstMethod* it was read through (its code follows it), else
+        // what the word that is not a Method holds there.
+        let (n, cm) = match method::read(mem, layout, method) {
+            Ok(m) => {
+                let cm = layout.const_method_of(&m);
+                all.push(Arc::new(m));
+                (Some((all.len() - 1) as u64), cm)
+            }
+            Err(_) => (None, cm_now(mem).unwrap_or(0)),
+        };
         // Methods seen are bounded by the classes loaded; a word that is
         // not one is remembered as such for the batch.
         self.methods.insert(method, (batch, cm, n));

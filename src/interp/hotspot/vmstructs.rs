@@ -111,6 +111,35 @@ fn word(entry: &[u8], at: u64) -> u64 {
         .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
 }
 
+/// The entries of a table at `base` (`stride` bytes each, a type name's
+/// pointer at `ty_at`, ended by a null one) whose type is one of `TYPES`,
+/// with that name; `what` names the table in an error.
+fn entries_of_types(
+    mem: &dyn Memory,
+    (base, stride, ty_at): (u64, u64, u64),
+    names: &mut HashMap<u64, Option<String>>,
+    what: &str,
+) -> io::Result<Vec<(String, Vec<u8>)>> {
+    if base == 0 || !(16..=256).contains(&stride) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("vmStructs: no {what}"),
+        ));
+    }
+    let mut out = Vec::new();
+    for i in 0..MAX_ENTRIES {
+        let e = mem.read_vec(base + i * stride, stride as usize)?;
+        let ty = word(&e, ty_at);
+        if ty == 0 {
+            break;
+        }
+        if let Some(ty) = c_string(mem, ty, names).filter(|t| TYPES.contains(&t.as_str())) {
+            out.push((ty, e));
+        }
+    }
+    Ok(out)
+}
+
 /// Reads the tables of the libjvm whose exported symbols are at `sym`
 /// (runtime addresses).
 pub fn read(mem: &dyn Memory, sym: &HashMap<&'static str, u64>) -> io::Result<Tables> {
@@ -120,28 +149,18 @@ pub fn read(mem: &dyn Memory, sym: &HashMap<&'static str, u64>) -> io::Result<Ta
     let mut names = HashMap::new();
     let mut out = Tables::default();
     // Fields.
-    let base = value("gHotSpotVMStructs")?;
-    let stride = value("gHotSpotVMStructEntryArrayStride")?;
-    let (ty_at, field_at, off_at, addr_at, static_at) = (
+    let table = (
+        value("gHotSpotVMStructs")?,
+        value("gHotSpotVMStructEntryArrayStride")?,
         value("gHotSpotVMStructEntryTypeNameOffset")?,
+    );
+    let (field_at, off_at, addr_at, static_at) = (
         value("gHotSpotVMStructEntryFieldNameOffset")?,
         value("gHotSpotVMStructEntryOffsetOffset")?,
         value("gHotSpotVMStructEntryAddressOffset")?,
         value("gHotSpotVMStructEntryIsStaticOffset")?,
     );
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("vmStructs: {what}"));
-    if base == 0 || !(16..=256).contains(&stride) {
-        return Err(bad("no table"));
-    }
-    for i in 0..MAX_ENTRIES {
-        let e = mem.read_vec(base + i * stride, stride as usize)?;
-        let ty = word(&e, ty_at);
-        if ty == 0 {
-            break;
-        }
-        let Some(ty) = c_string(mem, ty, &mut names).filter(|t| TYPES.contains(&t.as_str())) else {
-            continue;
-        };
+    for (ty, e) in entries_of_types(mem, table, &mut names, "table")? {
         let Some(field) = c_string(mem, word(&e, field_at), &mut names) else {
             continue;
         };
@@ -156,24 +175,14 @@ pub fn read(mem: &dyn Memory, sym: &HashMap<&'static str, u64>) -> io::Result<Ta
         out.fields.insert((ty, field), f);
     }
     // Sizes.
-    let base = value("gHotSpotVMTypes")?;
-    let stride = value("gHotSpotVMTypeEntryArrayStride")?;
-    let (ty_at, size_at) = (
+    let table = (
+        value("gHotSpotVMTypes")?,
+        value("gHotSpotVMTypeEntryArrayStride")?,
         value("gHotSpotVMTypeEntryTypeNameOffset")?,
-        value("gHotSpotVMTypeEntrySizeOffset")?,
     );
-    if base == 0 || !(16..=256).contains(&stride) {
-        return Err(bad("no type table"));
-    }
-    for i in 0..MAX_ENTRIES {
-        let e = mem.read_vec(base + i * stride, stride as usize)?;
-        let ty = word(&e, ty_at);
-        if ty == 0 {
-            break;
-        }
-        if let Some(ty) = c_string(mem, ty, &mut names).filter(|t| TYPES.contains(&t.as_str())) {
-            out.sizes.insert(ty, word(&e, size_at));
-        }
+    let size_at = value("gHotSpotVMTypeEntrySizeOffset")?;
+    for (ty, e) in entries_of_types(mem, table, &mut names, "type table")? {
+        out.sizes.insert(ty, word(&e, size_at));
     }
     Ok(out)
 }

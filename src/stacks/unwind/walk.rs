@@ -173,20 +173,14 @@ fn walk(p: &Process, cache: &mut CacheX86_64, s: &StackSample, owner: u32) -> Wa
     let mut beyond_copy = false;
     let copied_end = s.sp + s.stack.len() as u64;
     let mut read_stack = |addr: u64| -> Result<u64, ()> {
-        let off = addr.checked_sub(s.sp).ok_or(())? as usize;
-        if s.absent_pages != 0 && in_absent_page(s.sp, s.absent_pages, addr) {
-            // Not copied: a page never touched holds no frame, so the
-            // unwinder asks for it only where it is the loss.
-            beyond_copy = true;
-            return Err(());
-        }
-        match s.stack.get(off..off.checked_add(8).ok_or(())?) {
-            Some(bytes) => Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| ())?)),
-            None => {
-                beyond_copy |= addr >= copied_end;
-                Err(())
-            }
-        }
+        stack_word(s, addr).ok_or_else(|| {
+            // Not copied: past the copy, or in a page never touched, which
+            // holds no frame, so the unwinder asks for it only where it is
+            // the loss.
+            beyond_copy |= addr >= s.sp
+                && (addr >= copied_end
+                    || s.absent_pages != 0 && in_absent_page(s.sp, s.absent_pages, addr));
+        })
     };
     // framehop's iterator, stepped by hand to keep each frame's frame
     // pointer (what a JVM's interpreter frame is read from).
@@ -199,17 +193,20 @@ fn walk(p: &Process, cache: &mut CacheX86_64, s: &StackSample, owner: u32) -> Wa
             break;
         }
         let addr = frame.address_for_lookup();
-        if in_lost_span(s, addr) {
-            w.frames.push(FrameLoc::Unmapped {
+        let lost = in_lost_span(s, addr);
+        w.frames.push(if lost {
+            FrameLoc::Unmapped {
                 addr,
                 mapping: None,
-            });
-            w.fps.push(regs.bp());
+            }
+        } else {
+            locate(&p.regions, owner, frame)
+        });
+        w.fps.push(regs.bp());
+        if lost {
             w.refused = true;
             break;
         }
-        w.frames.push(locate(&p.regions, owner, frame));
-        w.fps.push(regs.bp());
         match p
             .unwinder
             .unwind_frame(frame, &mut regs, cache, &mut read_stack)
