@@ -313,7 +313,8 @@ fn request_handlers_queue_on_their_lock_and_their_idle_queue_is_not_contention_i
     }
     let p = java_run_threads("server", "16");
     let r = &p.report;
-    assert!(printed(&p, "acquisitions") > 5_000);
+    // About 3,700 requests (16 every 12 ms for 3 s).
+    assert!(printed(&p, "acquisitions") > 2_500);
     jit_frames_named(r);
     let handlers = tids_named(r, "pool-");
     assert_eq!(handlers.len(), 16);
