@@ -217,7 +217,7 @@ pub fn elf_file(data: &[u8]) {
         // and a panic of kerntax's own still ends the run.
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
-        let (python, ruby, java) = Default::default();
+        let (python, ruby, java, js) = Default::default();
         let names = crate::stacks::symbolize::Symbols::resolve(
             &modules,
             &jit::JitMaps::default(),
@@ -225,6 +225,7 @@ pub fn elf_file(data: &[u8]) {
                 python: &python,
                 ruby: &ruby,
                 java: &java,
+                js: &js,
             },
             &locs,
         );

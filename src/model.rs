@@ -367,6 +367,16 @@ pub enum FrameLoc {
     /// its number among the methods read and its line (0: unknown), named
     /// from the Method read while the process lived (`interp::hotspot`).
     Java { pid: u32, method: u64, line: i32 },
+    /// A JavaScript function's frame in V8 process `pid`: its number among
+    /// the functions read, its line (0: unknown) and, for JIT code, its
+    /// address (0: interpreted), named from the SharedFunctionInfo read
+    /// while the process lived (`interp::v8`).
+    Js {
+        pid: u32,
+        function: u64,
+        line: i32,
+        addr: u64,
+    },
 }
 
 #[derive(

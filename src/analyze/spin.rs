@@ -61,10 +61,13 @@ fn space_of(at: &FrameLoc) -> Option<((u8, u64), u64)> {
     match *at {
         FrameLoc::InModule { module, svma } => Some(((0, module as u64), svma)),
         FrameLoc::Jit { pid, addr } => Some(((1, u64::from(pid)), addr)),
+        // A JavaScript function's JIT code, named from V8's heap.
+        FrameLoc::Js { pid, addr, .. } if addr != 0 => Some(((1, u64::from(pid)), addr)),
         FrameLoc::Unmapped { .. }
         | FrameLoc::Python { .. }
         | FrameLoc::Ruby { .. }
-        | FrameLoc::Java { .. } => None,
+        | FrameLoc::Java { .. }
+        | FrameLoc::Js { .. } => None,
     }
 }
 

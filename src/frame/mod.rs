@@ -50,6 +50,29 @@ pub const JIT_LOCATION: &str = "jit";
 /// `Spin.work (Spin.java:12, interpreted)`.
 pub const INTERPRETED_LOCATION: &str = "interpreted";
 
+/// What the location of a JavaScript function read from V8's heap ends
+/// with: `burn (/srv/work.js:12, js)`, or `push (js)` for a function of
+/// no script (V8's own builtins).
+pub const JS_LOCATION: &str = "js";
+
+/// Scripts of Node.js's own library (`node:internal/...`): its code, as
+/// the Java platform's packages are a JVM's.
+const JS_PLATFORM_SCRIPTS: &[&str] = &["node:"];
+
+/// The script of a JavaScript function's location (`""` for none), if the
+/// location is one.
+fn js_script(location: &str) -> Option<&str> {
+    if location == JS_LOCATION {
+        return Some("");
+    }
+    let rest = location.strip_suffix(", js")?;
+    // The line, if any, follows the script's last colon.
+    Some(match rest.rsplit_once(':') {
+        Some((s, l)) if l.bytes().all(|b| b.is_ascii_digit()) && !l.is_empty() => s,
+        _ => rest,
+    })
+}
+
 /// Whether a frame's location is a JVM's interpreted method's.
 fn is_interpreted_java(location: &str) -> bool {
     location == INTERPRETED_LOCATION || location.ends_with(", interpreted")
@@ -109,12 +132,13 @@ pub fn split(frame: &str) -> (&str, Option<&str>, bool) {
 }
 
 /// Whether a frame is a managed runtime's code: JIT-compiled (`name
-/// (jit)`), or a Java method its JVM still interprets, which reads the same
-/// before and after the JIT compiles it.
+/// (jit)`), a Java method its JVM still interprets, which reads the same
+/// before and after the JIT compiles it, or a JavaScript function read from
+/// V8's heap (`name (script:line, js)`), however V8 runs it.
 pub fn is_jit(frame: &str) -> bool {
     split(frame)
         .1
-        .is_some_and(|l| l == JIT_LOCATION || is_interpreted_java(l))
+        .is_some_and(|l| l == JIT_LOCATION || is_interpreted_java(l) || js_script(l).is_some())
 }
 
 /// What a frame past the C runtime's is: JIT code of a kind, the native
@@ -124,6 +148,13 @@ pub fn jit_kind(frame: &str) -> Option<jit::JitKind> {
     match split(frame) {
         (name, Some(JIT_LOCATION), _) => Some(jit::kind(name.trim())),
         (name, Some(l), _) if is_interpreted_java(l) => Some(jit::kind(name.trim())),
+        (_, Some(l), _) if let Some(script) = js_script(l) => Some(
+            if script.is_empty() || JS_PLATFORM_SCRIPTS.iter().any(|p| script.starts_with(p)) {
+                jit::JitKind::Platform
+            } else {
+                jit::JitKind::Program
+            },
+        ),
         (_, Some(lib), _) if is_language_runtime(lib) => Some(jit::JitKind::Platform),
         (name, Some(_), _) if is_v8_internal(name.trim()) => Some(jit::JitKind::Platform),
         _ => None,
@@ -344,6 +375,34 @@ mod tests {
             "work (gil_work.py:16)",
             "interpreted_thing (a.c:3)",
         ] {
+            assert!(!is_jit(frame), "{frame}");
+            assert_eq!(jit_kind(frame), None, "{frame}");
+        }
+    }
+
+    /// Issue 38: a JavaScript function read from V8's heap is managed
+    /// code, the program's unless its script is Node.js's own library (or
+    /// it has none: a V8 builtin).
+    #[test]
+    fn a_javascript_frame_is_the_program_s_unless_its_script_is_node_s() {
+        use jit::JitKind;
+        for (frame, kind) in [
+            (
+                "waitForJob (/srv/app/spin_work.js:100, js)",
+                JitKind::Program,
+            ),
+            ("(anonymous) (/srv/app/spin_work.js, js)", JitKind::Program),
+            (
+                "Module._compile (node:internal/modules/cjs/loader:1522, js)",
+                JitKind::Platform,
+            ),
+            ("push (js)", JitKind::Platform),
+            ("f (file:///srv/app/m.mjs:3, js)", JitKind::Program),
+        ] {
+            assert!(is_jit(frame), "{frame}");
+            assert_eq!(jit_kind(frame), Some(kind), "{frame}");
+        }
+        for frame in ["js_free (lib.c:3)", "render (jsx.c:1)", "g (a, b)"] {
             assert!(!is_jit(frame), "{frame}");
             assert_eq!(jit_kind(frame), None, "{frame}");
         }

@@ -7,6 +7,7 @@ pub mod hotspot;
 pub mod memory;
 pub mod python;
 pub mod ruby;
+pub mod v8;
 
 use crate::model::FrameLoc;
 use crate::stacks::maps::Mapping;
@@ -18,6 +19,7 @@ pub struct Interpreters<'a> {
     pub python: &'a python::frames::Pythons,
     pub ruby: &'a ruby::frames::Rubies,
     pub java: &'a hotspot::Jvms,
+    pub js: &'a v8::V8s,
 }
 
 impl Interpreters<'_> {
@@ -33,6 +35,9 @@ impl Interpreters<'_> {
             }
             FrameLoc::Java { method, line, .. } => {
                 self.java.name(method, line).ok_or("[java: method unread]")
+            }
+            FrameLoc::Js { function, line, .. } => {
+                self.js.name(function, line).ok_or("[js: function unread]")
             }
             FrameLoc::InModule { .. } | FrameLoc::Unmapped { .. } | FrameLoc::Jit { .. } => {
                 return None;

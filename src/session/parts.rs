@@ -58,12 +58,14 @@ pub(super) fn interpreters(u: &Unwinding) -> crate::report::Interpreters {
     let mut out = u.python.stats.clone();
     out.add(&u.ruby.stats);
     out.add(&u.java.stats);
+    out.add(&u.js.stats);
     out.seen = u
         .python
         .seen
         .iter()
         .chain(&u.ruby.seen)
         .chain(&u.java.seen)
+        .chain(&u.js.seen)
         .map(|(pid, what)| format!("pid {pid}: {what}"))
         .collect();
     out
@@ -102,7 +104,8 @@ pub(crate) fn loss(
         jit_stacks_cut: jit.stacks_cut,
         interpreted_frames_unreadable: unwinding.python.stats.frames_unreadable
             + unwinding.ruby.stats.frames_unreadable
-            + unwinding.java.stats.frames_unreadable,
+            + unwinding.java.stats.frames_unreadable
+            + unwinding.js.stats.frames_unreadable,
         interpreted_chains_faulted: unwinding.python.stats.samples_fault
             + unwinding.ruby.stats.samples_fault,
         trace_ringbuf_full: kernel.trace_ringbuf_full,

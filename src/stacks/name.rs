@@ -27,6 +27,7 @@ pub fn name(unwinding: &mut Unwinding, kernel: &KernelCounters, tally: &SampleTa
             python: &unwinding.python,
             ruby: &unwinding.ruby,
             java: &unwinding.java,
+            js: &unwinding.js,
         },
         tally.stacks().flat_map(|s| &s.frames),
     );

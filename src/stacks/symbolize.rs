@@ -106,7 +106,8 @@ impl Symbols {
                 FrameLoc::Jit { .. }
                 | FrameLoc::Python { .. }
                 | FrameLoc::Ruby { .. }
-                | FrameLoc::Java { .. } => false,
+                | FrameLoc::Java { .. }
+                | FrameLoc::Js { .. } => false,
             };
             if !runtime {
                 break;
@@ -175,7 +176,10 @@ impl Symbols {
                     };
                     out.names.insert(loc.clone(), vec![s]);
                 }
-                FrameLoc::Python { .. } | FrameLoc::Ruby { .. } | FrameLoc::Java { .. } => {
+                FrameLoc::Python { .. }
+                | FrameLoc::Ruby { .. }
+                | FrameLoc::Java { .. }
+                | FrameLoc::Js { .. } => {
                     if out.names.contains_key(loc) {
                         continue;
                     }
@@ -315,7 +319,7 @@ mod tests {
                 mapping: None,
             },
         ];
-        let (python, ruby, java) = Default::default();
+        let (python, ruby, java, js) = Default::default();
         let s = Symbols::resolve(
             &ModuleTable::default(),
             &JitMaps::default(),
@@ -323,6 +327,7 @@ mod tests {
                 python: &python,
                 ruby: &ruby,
                 java: &java,
+                js: &js,
             },
             &locs,
         );

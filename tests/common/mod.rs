@@ -349,7 +349,8 @@ fn outputs_carry_interpreted_frames(folded: &str, html: &str, pprof_gz: &[u8]) {
     let mut frames: Vec<&str> = Vec::new();
     for (_, s) in &stacks {
         for f in s.split(';') {
-            if kerntax::frame::is_interpreted(f) && !frames.contains(&f) {
+            let js = f.ends_with(", js)");
+            if (kerntax::frame::is_interpreted(f) || js) && !frames.contains(&f) {
                 frames.push(f);
             }
         }

@@ -41,13 +41,20 @@ const CONTENTIONS: usize = 4;
 const DELAY: usize = 5;
 const OFF_CPU: usize = 6;
 
-/// `name (file.c:12) [inlined]` -> (`name`, `file.c`, 12).
+/// `name (file.c:12) [inlined]` -> (`name`, `file.c`, 12); a managed
+/// runtime's tag after the line is left out: `work (Work.java:12,
+/// interpreted)`, `burn (/srv/work.js:12, js)` -> (`burn`,
+/// `/srv/work.js`, 12).
 pub fn parse_frame(frame: &str) -> (&str, &str, i64) {
     let f = frame.trim_end_matches(" [inlined]");
     let Some(open) = f.rfind(" (").filter(|_| f.ends_with(')')) else {
         return (f, "", 0);
     };
     let (name, inside) = (&f[..open], &f[open + 2..f.len() - 1]);
+    let inside = match inside.rsplit_once(", ") {
+        Some((at, "interpreted" | "js")) => at,
+        _ => inside,
+    };
     match inside.rsplit_once(':') {
         Some((file, line)) if line.parse::<i64>().is_ok() => {
             (name, file, line.parse().unwrap_or(0))
@@ -247,6 +254,18 @@ mod tests {
         assert_eq!(
             parse_frame("operator() (a.cc:3)"),
             ("operator()", "a.cc", 3)
+        );
+        assert_eq!(
+            parse_frame("burn (/srv/work.js:12, js)"),
+            ("burn", "/srv/work.js", 12)
+        );
+        assert_eq!(
+            parse_frame("Spin.work (Spin.java:7, interpreted)"),
+            ("Spin.work", "Spin.java", 7)
+        );
+        assert_eq!(
+            parse_frame("Module._load (node:internal/modules/cjs/loader, js)"),
+            ("Module._load", "node:internal/modules/cjs/loader", 0)
         );
     }
 

@@ -86,6 +86,7 @@ impl Unwinding {
             self.python.learn(pid, &mappings);
             self.ruby.learn(pid, &mappings);
             self.java.learn(pid, &mappings);
+            self.js.learn(pid, &mappings);
         }
         let p = self.build(&mappings);
         self.procs.insert(pid, p);

@@ -93,6 +93,8 @@ pub struct Unwinding {
     pub ruby: crate::interp::ruby::frames::Rubies,
     /// HotSpot JVMs: their interpreted frames named.
     pub java: crate::interp::hotspot::Jvms,
+    /// V8 processes (node): their JavaScript frames named.
+    pub js: crate::interp::v8::V8s,
     /// Names of frames in files kept from one window of a live view to the
     /// next (None: a run names its stacks once, at its end).
     pub names_cache: Option<super::symbolize::NameCache>,
@@ -131,6 +133,7 @@ impl Unwinding {
         self.python.forget(pid);
         self.ruby.forget(pid);
         self.java.forget(pid);
+        self.js.forget(pid);
         self.forked_from.remove(&pid);
         // The program before the exec is not the one it runs now: learnt
         // from /proc/PID/exe, then from the name the exec gave, if found.
@@ -270,6 +273,7 @@ impl Unwinding {
         self.python.new_batch();
         self.ruby.new_batch();
         self.java.new_batch();
+        self.js.new_batch();
     }
 }
 
