@@ -16,6 +16,8 @@ kerntax_install openjdk-17-jdk-headless
 kerntax_install tmux
 # tests/ruby_frames.rs reads a live Debian Ruby's frames.
 kerntax_install ruby3.1
+# tests/node_frames.rs reads a live node's JavaScript frames.
+kerntax_install nodejs
 # tests/go_frames.rs builds its fixture with every Go here: Debian 12's Go
 # 1.19 (the table layout Debian's Go programs carry) beside any other.
 kerntax_install golang-1.19-go

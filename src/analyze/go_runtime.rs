@@ -37,6 +37,16 @@ const IDLE: &[&str] = &[
     "runtime.templateThread",
 ];
 
+/// The runtime's own mutex (`runtime.mutex`: the scheduler's, the heap's,
+/// a channel's), which an M sleeps on in the kernel when it spins out:
+/// a lock, whoever wakes the sleeper released it.
+const LOCKS: &[&str] = &["runtime.lock2", "runtime.lockWithRank"];
+
+/// Whether `function` takes the runtime's own mutex.
+pub fn is_runtime_lock(function: &str) -> bool {
+    LOCKS.contains(&function)
+}
+
 /// Whether `function` is one of the runtime's wait or wake primitives
 /// under its parking.
 pub fn is_primitive(function: &str) -> bool {
@@ -98,6 +108,6 @@ mod tests {
         ]);
         let (site, _) = site_of(&lock, 0, WAIT_WORDS);
         assert_eq!(site, "runtime.lock2");
-        assert_ne!(prior_of("futex", &lock, &site), WaitPrior::RuntimeIdle);
+        assert_eq!(prior_of("futex", &lock, &site), WaitPrior::LockAcquire);
     }
 }

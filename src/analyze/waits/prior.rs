@@ -155,6 +155,9 @@ pub fn prior_of(syscall: &str, frames: &[String], site: &str) -> WaitPrior {
         if crate::analyze::go_runtime::is_idle_park(name) {
             return WaitPrior::RuntimeIdle;
         }
+        if crate::analyze::go_runtime::is_runtime_lock(name) {
+            return WaitPrior::LockAcquire;
+        }
         if matches(name, QUEUE_TAKE) {
             return WaitPrior::QueueTake;
         }
