@@ -70,9 +70,9 @@ pub fn shared_words(mem: &dyn Memory, l: &Layout, shared: u64) -> Option<(u64, u
     ))
 }
 
-/// The function `shared` describes.
-pub fn function(mem: &dyn Memory, l: &Layout, shared: u64) -> Option<JsFunction> {
-    let (name_or_scope, script) = shared_words(mem, l, shared)?;
+/// The function a SharedFunctionInfo describes, from its two words
+/// (`shared_words`).
+pub fn function(mem: &dyn Memory, l: &Layout, (name_or_scope, script): (u64, u64)) -> JsFunction {
     let (name, start) = match instance_type(mem, l, name_or_scope) {
         Some(t) if t < l.first_nonstring => (string(mem, l, name_or_scope, MAX_NAME_UNITS), -1),
         Some(t) if t == l.scope_info => scope_name(mem, l, name_or_scope),
@@ -83,11 +83,11 @@ pub fn function(mem: &dyn Memory, l: &Layout, shared: u64) -> Option<JsFunction>
         Some(t) if t == l.script => script,
         _ => 0,
     };
-    Some(JsFunction {
+    JsFunction {
         name,
         script,
         start,
-    })
+    }
 }
 
 /// A compiled function's name and start position, from its ScopeInfo.

@@ -129,7 +129,11 @@ fn a_function_is_named_from_its_scope_info_and_its_script() {
 }
 
 fn function_at(mem: &FakeMemory, l: &Layout, shared: u64) -> JsFunction {
-    function(mem, l, shared).expect("a SharedFunctionInfo")
+    function(
+        mem,
+        l,
+        shared_words(mem, l, shared).expect("a SharedFunctionInfo"),
+    )
 }
 
 /// An anonymous function assigned to `Module._compile`: its ScopeInfo's

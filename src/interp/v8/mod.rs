@@ -49,7 +49,7 @@ pub struct Function {
 struct Checked {
     batch: u64,
     words: (u64, u64),
-    n: Option<u64>,
+    n: u64,
 }
 
 /// A Script read: its name and where its lines start.
@@ -142,22 +142,22 @@ impl V8s {
         }
     }
 
-    /// The binary embedding V8 in `pid`, if kerntax reads its frames.
-    pub fn binary(&self, pid: u32) -> Option<&str> {
-        self.procs.get(&pid).map(|p| p.path.as_str())
+    /// Whether `pid` is a V8 process kerntax reads frames of.
+    pub fn knows(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
     }
 
     /// The frames of `frames` (with their frame pointers `fps`) that are
-    /// JavaScript functions' frames: in JIT code, or in V8's binary where
-    /// `in_binary` says so (Ignition's handlers); `word(addr)` reads the
-    /// stack copied at the sample.
+    /// JavaScript functions' frames: in JIT code, or in V8's binary
+    /// (Ignition's handlers; `module_paths` names a frame's module);
+    /// `word(addr)` reads the stack copied at the sample.
     pub fn name_frames(
         &mut self,
         pid: u32,
         frames: &mut [FrameLoc],
         fps: &[u64],
         word: impl Fn(u64) -> Option<u64>,
-        in_binary: impl Fn(&FrameLoc) -> bool,
+        module_paths: &[String],
     ) {
         let batch = self.batch;
         let Some(iso) = self.procs.get_mut(&pid) else {
@@ -170,7 +170,11 @@ impl V8s {
         for i in 0..frames.len().min(fps.len()) {
             let addr = match frames[i] {
                 FrameLoc::Jit { addr, .. } => addr,
-                ref f if in_binary(f) => 0,
+                FrameLoc::InModule { module, .. }
+                    if module_paths.get(module).is_some_and(|p| *p == iso.path) =>
+                {
+                    0
+                }
                 _ => continue,
             };
             let fp = fps[i];
@@ -256,47 +260,49 @@ impl Isolate {
         all: &mut Vec<Function>,
     ) -> Option<u64> {
         let l = &self.layout;
-        if let Some(c) = self.functions.get_mut(&shared) {
-            if c.batch == batch {
-                return c.n;
-            }
-            match heap::shared_words(mem, l, shared) {
-                Some(now) if now != c.words => {}
-                _ => {
-                    c.batch = batch;
-                    return c.n;
-                }
+        let known = self.functions.get_mut(&shared);
+        if let Some(c) = &known
+            && c.batch == batch
+        {
+            return Some(c.n);
+        }
+        let now = heap::shared_words(mem, l, shared);
+        if let Some(c) = known {
+            // Its words unchanged, or unreadable (the process gone: its
+            // memory can no longer change).
+            if now.is_none_or(|w| w == c.words) {
+                c.batch = batch;
+                return Some(c.n);
             }
         }
-        let words = heap::shared_words(mem, l, shared)?;
-        let n = heap::function(mem, l, shared).map(|f| {
-            let Script {
-                name: script,
-                lines,
-            } = match f.script {
-                0 => Script {
-                    name: None,
-                    lines: None,
-                },
-                s => self
-                    .scripts
-                    .entry(s)
-                    .or_insert_with(|| Script {
-                        name: heap::script_name(mem, l, s),
-                        lines: heap::line_starts(mem, l, s).map(Arc::new),
-                    })
-                    .clone(),
-            };
-            let start_line = lines.as_deref().map_or(0, |ls| heap::line_of(ls, f.start));
-            all.push(Function {
-                name: f.name,
-                script,
-                start_line,
-                lines,
-            });
-            (all.len() - 1) as u64
+        let words = now?;
+        let f = heap::function(mem, l, words);
+        let Script {
+            name: script,
+            lines,
+        } = match f.script {
+            0 => Script {
+                name: None,
+                lines: None,
+            },
+            s => self
+                .scripts
+                .entry(s)
+                .or_insert_with(|| Script {
+                    name: heap::script_name(mem, l, s),
+                    lines: heap::line_starts(mem, l, s).map(Arc::new),
+                })
+                .clone(),
+        };
+        let start_line = lines.as_deref().map_or(0, |ls| heap::line_of(ls, f.start));
+        all.push(Function {
+            name: f.name,
+            script,
+            start_line,
+            lines,
         });
+        let n = (all.len() - 1) as u64;
         self.functions.insert(shared, Checked { batch, words, n });
-        n
+        Some(n)
     }
 }

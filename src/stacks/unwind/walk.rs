@@ -114,16 +114,10 @@ impl Unwinding {
             self.java
                 .name_frames(owner, &mut frames, &fps, |a| stack_word(s, a));
         }
-        if let Some(binary) = self.js.binary(owner).map(str::to_owned) {
+        if self.js.knows(owner) {
             let paths = &self.modules.paths;
-            let in_binary = |f: &FrameLoc| match f {
-                FrameLoc::InModule { module, .. } => {
-                    paths.get(*module).is_some_and(|p| *p == binary)
-                }
-                _ => false,
-            };
             self.js
-                .name_frames(owner, &mut frames, &fps, |a| stack_word(s, a), in_binary);
+                .name_frames(owner, &mut frames, &fps, |a| stack_word(s, a), paths);
         }
         if truncated {
             self.stats.truncated += 1;
