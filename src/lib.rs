@@ -26,6 +26,7 @@ pub mod recording;
 pub mod render;
 pub mod report;
 pub mod report_file;
+pub mod runtime;
 pub mod sched_trace;
 pub mod session;
 pub mod spans;

@@ -494,7 +494,7 @@ fn every_jdk_here_describes_its_interpreter_in_its_own_tables_issue_38() {
         let pid = child.id();
         let maps = kerntax::stacks::maps::read(pid).unwrap();
         let mut jvms = kerntax::interp::hotspot::Jvms::default();
-        jvms.learn(pid, &maps);
+        kerntax::interp::Reader::learn(&mut jvms, pid, &maps);
         let described = jvms.describe(pid);
         child.wait().unwrap();
         let (major, interp) = described.unwrap_or_else(|e| panic!("{java}: {e}"));

@@ -7,7 +7,6 @@
 pub mod aggregate;
 pub mod build;
 pub mod cpu;
-pub mod go_runtime;
 pub mod latency;
 pub mod locks;
 pub mod polls;

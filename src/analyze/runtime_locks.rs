@@ -1,166 +1,29 @@
-//! Well-known locks of the standard runtimes, by the role a user knows them
-//! by: CPython's GIL, Ruby's GVL, the JVM's safepoints, glibc malloc's
-//! arena locks. Their waits spread over several sites and lock words (a
-//! GIL's condvar, its mutex and its switch condvar; a GVL's per-thread
-//! condition variables and its timer's timed wait), often in static
-//! functions a stripped distribution build does not name; what identifies
-//! them is what the runtime exports: the variable the lock lives in
-//! (`_PyRuntime`), or the named functions of the runtime the waits are
-//! reached through.
-//!
-//! Domain knowledge, kept to what each runtime's own source states; a
-//! program's own names are never matched here.
+//! Which of the standard runtimes' well-known locks a wait is on (CPython's
+//! GIL, Ruby's GVL, the JVM's safepoints and heap lock, glibc malloc's
+//! arena locks), by the signs each runtime's data states (`crate::runtime`).
+//! Their waits spread over several sites and lock words (a GIL's condvar,
+//! its mutex and its switch condvar; a GVL's per-thread condition variables
+//! and its timer's timed wait), often in static functions a stripped
+//! distribution build does not name; what identifies them is what the
+//! runtime exports: the variable the lock lives in (`_PyRuntime`), or the
+//! named functions of the runtime the waits are reached through. This
+//! module reads those signs off a wait's stack; it names no runtime's
+//! function itself.
 
 use crate::frame::function;
-
-/// A runtime's well-known lock.
-pub struct RuntimeLock {
-    /// How people call it (`CPython's GIL`).
-    pub name: &'static str,
-    /// What to do about it, in the runtime's terms.
-    pub remedy: &'static str,
-    /// What to do when it changes hands through the kernel at a high rate
-    /// for short holds (issue 37: an interpreter's threads that each make
-    /// a small blocking call release the lock around every call and take
-    /// it back after); None where the general remedy holds.
-    pub churn_remedy: Option<&'static str>,
-}
-
-pub const CPYTHON_GIL: RuntimeLock = RuntimeLock {
-    name: "CPython's GIL",
-    remedy: "Only one thread runs Python code at a time: threads doing CPU-bound Python \
-        serialise on the GIL and hand it over every switch interval (5 ms). Run the CPU-bound \
-        work in processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), move it \
-        into native code that releases the GIL (NumPy, a C extension with \
-        Py_BEGIN_ALLOW_THREADS), or run fewer threads; threads only pay off for I/O.",
-    churn_remedy: Some(
-        "Each blocking call (a read, a write, a sleep, a lock) releases the GIL and takes it \
-        back after, and with several threads each doing a little Python between small calls, \
-        the GIL changes hands at every call: the threads spend their time handing it over \
-        (futex calls, context switches), not running. Make the calls fewer and larger \
-        (buffer the writes: io.BufferedWriter, one write per batch), do them from one thread \
-        that the others hand data to (a queue.Queue), or run the work in processes; more \
-        threads than one only pay off when the calls wait for long.",
-    ),
-};
-
-pub const RUBY_GVL: RuntimeLock = RuntimeLock {
-    name: "Ruby's GVL",
-    remedy: "Only one thread runs Ruby code at a time: CPU-bound threads serialise on the GVL \
-        and hand it over every time slice (100 ms, or whenever one blocks). Run the CPU-bound \
-        work in processes (fork, a pool of workers), in Ractors (Ruby 3), or in a native \
-        extension that releases the GVL (rb_thread_call_without_gvl); threads only pay off for \
-        I/O.",
-    churn_remedy: Some(
-        "Each blocking call releases the GVL and takes it back after, and with several threads \
-        each doing a little Ruby between small calls, the GVL changes hands at every call: the \
-        threads spend their time handing it over, not running. Make the calls fewer and larger \
-        (buffer the writes, one write per batch), do them from one thread the others hand data \
-        to (a Queue), or run the work in processes or Ractors.",
-    ),
-};
-
-pub const JVM_SAFEPOINT: RuntimeLock = RuntimeLock {
-    name: "the JVM's safepoint",
-    remedy: "Threads are stopped at safepoints for the VM's operations (garbage collection, \
-        deoptimisation, biased-lock revocation, thread dumps), and a thread that asks for one \
-        (an allocation that found the heap full asks for a collection) waits in \
-        VMThread::execute until it has run: make them rarer and shorter \
-        (-Xlog:safepoint shows which operation and how long; a larger young generation or a \
-        concurrent collector for GC pauses).",
-    churn_remedy: None,
-};
-
-pub const MALLOC_ARENA: RuntimeLock = RuntimeLock {
-    name: "glibc malloc's arena lock",
-    remedy: "Threads allocate or free from one glibc malloc arena at once (memory freed by \
-        another thread than the one that allocated it goes back to the owner's arena, under its \
-        lock). Let each thread free what it allocates, allocate less in the hot path (reuse \
-        buffers, pools), raise the arenas (MALLOC_ARENA_MAX) or use a thread-caching \
-        allocator (jemalloc, tcmalloc).",
-    churn_remedy: None,
-};
-
-pub const JVM_HEAP_LOCK: RuntimeLock = RuntimeLock {
-    name: "the JVM's heap lock",
-    remedy: "Threads that fill their allocation buffer (TLAB) take the JVM's Heap_lock to get \
-        another, and a thread that asks for a garbage collection holds it until the collection \
-        ends: these waits are allocation and GC pauses, not the program's lock. Allocate less in \
-        the hot path (reuse buffers, avoid boxing and regrowing collections: size a HashMap or \
-        StringBuilder up front), give the young generation more room (-Xmn) or the collector a \
-        longer pause goal; -Xlog:gc shows the collections.",
-    churn_remedy: None,
-};
-
-/// Frames of HotSpot's own lock primitives (its `Mutex` and `Monitor`
-/// classes in libjvm, outside any namespace), innermost first.
-const HOTSPOT_LOCK_FRAMES: &[&str] = &["Mutex::lock", "Monitor::lock"];
-
-/// The collectors' allocation slow paths, which take `Heap_lock` (G1,
-/// Parallel, Serial; JDK 11 to 21).
-const HEAP_LOCK_TAKERS: &[&str] = &[
-    "G1CollectedHeap::attempt_allocation_slow",
-    "G1CollectedHeap::attempt_allocation_humongous",
-    "G1CollectedHeap::mem_allocate",
-    "ParallelScavengeHeap::mem_allocate",
-    "GenCollectedHeap::mem_allocate_work",
-    "SerialHeap::mem_allocate_work",
-];
-
-/// Named frames of the Ruby VM through which its threads take the GVL: the
-/// timer interrupt's yield, the end of a blocking region, a thread's start
-/// (reached through unnamed static functions only).
-const RUBY_GVL_CALLERS: &[&str] = &[
-    "rb_threadptr_execute_interrupts",
-    "rb_thread_call_without_gvl",
-    "rb_thread_call_without_gvl2",
-    "rb_thread_io_blocking_region",
-    "rb_nogvl",
-    "rb_thread_schedule",
-    "rb_thread_call_with_gvl",
-];
-
-/// Named frames of CPython through which its threads take or drop the GIL
-/// (take_gil and drop_gil are static).
-const CPYTHON_GIL_CALLERS: &[&str] = &[
-    "PyEval_RestoreThread",
-    "PyEval_AcquireThread",
-    "PyEval_AcquireLock",
-    "PyGILState_Ensure",
-    "PyEval_SaveThread",
-    "_PyEval_EvalFrameDefault",
-];
-
-const SAFEPOINT_FRAMES: &[&str] = &["SafepointSynchronize::block", "SafepointMechanism::process"];
-
-const MALLOC_FRAMES: &[&str] = &[
-    "arena_get2",
-    "_int_free",
-    "_int_malloc",
-    "__libc_malloc",
-    "__libc_free",
-    "__libc_calloc",
-    "__libc_realloc",
-    "tcache_init",
-    "arena_thread_freeres",
-];
+use crate::runtime::jvm;
+pub use crate::runtime::{LockRole, RuntimeLock, Sign};
 
 /// Whether a function is the JVM's safepoint wait: a thread stopped for a VM
 /// operation (its caller, `SafepointMechanism::process`, is only the poll).
 pub fn is_safepoint(function: &str) -> bool {
-    function.starts_with(SAFEPOINT_FRAMES[0])
+    function.starts_with(jvm::SAFEPOINT_BLOCK)
 }
-
-/// HotSpot's hand-over of a VM operation to its VM thread, after which the
-/// caller waits until the operation has run (most at a safepoint): the
-/// collection an allocation asked for when the heap was full, a handshake,
-/// a thread dump.
-const VM_OPERATION_FRAME: &str = "VMThread::execute";
 
 /// Whether frame `i` of a wait's stack (innermost first) is libjvm's: named
 /// so, or with compiled Java methods on the stack.
 fn in_libjvm(frames: &[String], i: usize) -> bool {
-    frames[i].contains("libjvm") || frames.iter().any(|f| crate::frame::is_jit(f))
+    frames[i].contains(jvm::VM_LIBRARY) || frames.iter().any(|f| crate::frame::is_jit(f))
 }
 
 /// The index of `VMThread::execute` on a wait's stack (innermost first): the
@@ -172,7 +35,7 @@ fn in_libjvm(frames: &[String], i: usize) -> bool {
 pub fn vm_operation_wait(frames: &[String]) -> Option<usize> {
     frames
         .iter()
-        .position(|f| function(f).starts_with(VM_OPERATION_FRAME))
+        .position(|f| function(f).starts_with(jvm::VM_OPERATION_FRAME))
         .filter(|&i| in_libjvm(frames, i))
 }
 
@@ -185,7 +48,7 @@ pub fn vm_operation_wait(frames: &[String]) -> Option<usize> {
 pub fn hotspot_lock_taker(frames: &[String]) -> Option<usize> {
     let is_lock = |f: &str| {
         let n = function(f);
-        HOTSPOT_LOCK_FRAMES.iter().any(|p| {
+        jvm::LOCK_FRAMES.iter().any(|p| {
             n.strip_prefix(p)
                 .is_some_and(|r| r.starts_with('(') || r.starts_with('_'))
         })
@@ -218,85 +81,74 @@ fn nearest_named_in(frames: &[String], lib: &str) -> Option<String> {
 }
 
 /// The runtime lock a wait with `frames` (innermost first) on a lock named
-/// `symbol` (the variable it lives in, if known) is, if any.
+/// `symbol` (the variable it lives in, if known) is, if any: the first of
+/// the runtimes' locks (`crate::runtime::locks`) one of whose signs holds.
 pub fn identify(frames: &[String], symbol: Option<&str>) -> Option<&'static RuntimeLock> {
     let names: Vec<&str> = frames.iter().map(|f| function(f)).collect();
-    if names
-        .iter()
-        .any(|n| SAFEPOINT_FRAMES.iter().any(|s| n.contains(s)))
-        || vm_operation_wait(frames).is_some()
-    {
-        return Some(&JVM_SAFEPOINT);
-    }
-    if let Some(i) = hotspot_lock_taker(frames)
-        && HEAP_LOCK_TAKERS.iter().any(|t| names[i].starts_with(t))
-    {
-        return Some(&JVM_HEAP_LOCK);
-    }
-    if names.iter().any(|n| n.contains("__lll_lock_wait_private"))
-        && names.iter().any(|n| {
-            MALLOC_FRAMES
+    let wait = Wait {
+        frames,
+        names: &names,
+        symbol,
+    };
+    crate::runtime::locks().find(|l| l.signs.iter().any(|s| wait.shows(s)))
+}
+
+/// A wait as its signs are read off it.
+struct Wait<'a> {
+    frames: &'a [String],
+    names: &'a [&'a str],
+    symbol: Option<&'a str>,
+}
+
+impl Wait<'_> {
+    fn shows(&self, sign: &Sign) -> bool {
+        match sign {
+            Sign::Frame(parts) => self
+                .names
                 .iter()
-                .any(|m| n.trim_start_matches('_') == m.trim_start_matches('_'))
-        })
-    {
-        return Some(&MALLOC_ARENA);
-    }
-    // CPython: the GIL's condvars and mutexes live in _PyRuntime (3.11,
-    // 3.12: its ceval.gil); the waits reach them from the eval loop.
-    if symbol.is_some_and(|s| s.starts_with("_PyRuntime")) {
-        return Some(&CPYTHON_GIL);
-    }
-    for lib in ["python3", "libpython3"] {
-        if let Some(n) = nearest_named_in(frames, lib)
-            && CPYTHON_GIL_CALLERS.contains(&n.as_str())
-            && names
-                .iter()
-                .any(|f| f.contains("pthread_cond") || f.contains("lll_lock"))
-        {
-            return Some(&CPYTHON_GIL);
+                .any(|n| parts.iter().any(|p| n.contains(p))),
+            Sign::FrameNamed(whole) => self.names.iter().any(|n| {
+                whole
+                    .iter()
+                    .any(|m| n.trim_start_matches('_') == m.trim_start_matches('_'))
+            }),
+            Sign::Variable(prefix) => self.symbol.is_some_and(|s| s.starts_with(prefix)),
+            Sign::ReachedThrough { libraries, callers } => libraries.iter().any(|lib| {
+                nearest_named_in(self.frames, lib).is_some_and(|n| callers.contains(&n.as_str()))
+            }),
+            Sign::VmOperation => vm_operation_wait(self.frames).is_some(),
+            Sign::VmLockTakenBy(takers) => hotspot_lock_taker(self.frames)
+                .is_some_and(|i| takers.iter().any(|t| self.names[i].starts_with(t))),
+            Sign::All(signs) => signs.iter().all(|s| self.shows(s)),
         }
     }
-    if let Some(n) = nearest_named_in(frames, "libruby")
-        && (RUBY_GVL_CALLERS.contains(&n.as_str()) || n == "start_thread")
-        && names
-            .iter()
-            .any(|f| f.starts_with("rb_native_") || f.contains("pthread_cond"))
-    {
-        return Some(&RUBY_GVL);
-    }
-    None
 }
 
 /// An interpreter's global lock (CPython's GIL, Ruby's GVL): a thread
 /// waits for it only to run the language's code.
 pub fn only_for_work(lock: &RuntimeLock) -> bool {
-    [CPYTHON_GIL.name, RUBY_GVL.name].contains(&lock.name)
+    lock.role == LockRole::Interpreter
 }
 
 /// A lock a thread takes only inside an allocation (the JVM's heap lock, in
 /// a collector's slow path; a glibc malloc arena's, in malloc and free): its
 /// waiters are in the middle of their work whatever they do between.
 pub fn only_in_allocation(lock: &RuntimeLock) -> bool {
-    [JVM_HEAP_LOCK.name, MALLOC_ARENA.name].contains(&lock.name)
+    lock.role == LockRole::Allocation
 }
 
 /// The runtime lock the same name (`CPython's GIL`) stands for.
 pub fn by_name(name: &str) -> Option<&'static RuntimeLock> {
-    [
-        &CPYTHON_GIL,
-        &RUBY_GVL,
-        &JVM_SAFEPOINT,
-        &JVM_HEAP_LOCK,
-        &MALLOC_ARENA,
-    ]
-    .into_iter()
-    .find(|l| l.name == name)
+    crate::runtime::locks().find(|l| l.name == name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::cpython::GIL as CPYTHON_GIL;
+    use crate::runtime::cruby::GVL as RUBY_GVL;
+    use crate::runtime::glibc::MALLOC_ARENA;
+    use crate::runtime::jvm::{HEAP_LOCK as JVM_HEAP_LOCK, SAFEPOINT as JVM_SAFEPOINT};
 
     #[test]
     fn only_an_interpreters_global_lock_is_waited_for_only_to_run() {

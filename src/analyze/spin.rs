@@ -137,11 +137,13 @@ fn plain_load_spinning(sites: &[CpuSite], code: &HashMap<FrameLoc, Vec<u8>>) -> 
     out
 }
 
-/// A runtime's atomic load that its JIT calls instead of inlining the load
-/// (V8's `Atomics.load` builtin): samples in it are its caller's loads,
-/// and the caller's loop around the call is out of sight of the code bytes
-/// a sample carries.
-pub const LOAD_HELPERS: &[&str] = &["Builtins_AtomicsLoad"];
+/// Whether `function` is a runtime's atomic load that its JIT calls instead
+/// of inlining the load (V8's `Atomics.load` builtin): samples in it are its
+/// caller's loads, and the caller's loop around the call is out of sight of
+/// the code bytes a sample carries.
+fn is_load_helper(function: &str) -> bool {
+    crate::runtime::all_of(|r| r.load_helpers).any(|h| *h == function)
+}
 /// The share of a JIT function's samples, its own and its load helper's
 /// calls', in the helper, from which it polls memory in a loop: its time
 /// goes to loading one value again and again.
@@ -150,7 +152,7 @@ pub const MIN_LOAD_HELPER_SHARE: f64 = 0.5;
 /// The program's JIT function a load helper's sample was called from.
 fn load_helper_caller(s: &CpuSite) -> Option<&str> {
     let leaf = s.user_frames.first()?;
-    if !LOAD_HELPERS.contains(&function(leaf)) {
+    if !is_load_helper(function(leaf)) {
         return None;
     }
     s.user_frames[1..]
@@ -181,16 +183,6 @@ fn load_helper_spinners(sites: &[CpuSite]) -> HashSet<String> {
         .collect()
 }
 
-/// Names of the PAUSE helpers spin loops call (Linux's, Intel's intrinsic,
-/// Rust's, HotSpot's, the JDK's).
-const PAUSE_HELPERS: &[&str] = &[
-    "cpu_relax",
-    "_mm_pause",
-    "spin_loop",
-    "SpinPause",
-    "onSpinWait",
-];
-
 /// The function a spin loop is named by: the spinning one, not a PAUSE
 /// helper it calls.
 fn spinning_function(s: &CpuSite) -> String {
@@ -200,7 +192,7 @@ fn spinning_function(s: &CpuSite) -> String {
     s.user_frames
         .iter()
         .map(|x| function(x))
-        .find(|x| !PAUSE_HELPERS.iter().any(|h| x.contains(h)))
+        .find(|x| !crate::runtime::all_of(|r| r.pause_helpers).any(|h| x.contains(h)))
         .unwrap_or("[unknown]")
         .to_string()
 }

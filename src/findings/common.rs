@@ -219,24 +219,11 @@ pub fn busy_threads(r: &Report) -> usize {
         .count()
 }
 
+/// Whether `function` is a runtime's wrapper of a system call
+/// (`runtime::Runtime::call_wrappers`).
 fn is_runtime(function: &str) -> bool {
     let f = function.trim_start_matches('_');
-    [
-        "futex",
-        "lll_",
-        "pthread_",
-        "GI_",
-        "sem",
-        "syscall",
-        "libc_",
-        "clock",
-        "sched_yield",
-    ]
-    .iter()
-    .any(|p| f.starts_with(p))
-        || function.contains("pthread_mutex")
-        || function.contains("pthread_rwlock")
-        || function.contains("pthread_cond")
+    crate::runtime::all_of(|r| r.call_wrappers).any(|p| f.starts_with(p))
 }
 
 /// A contended thing as the lock rules judge it: the wait sites classed

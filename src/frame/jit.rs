@@ -17,9 +17,6 @@ pub enum JitKind {
     Stub,
 }
 
-/// Packages of the Java platform (the runtime's own classes).
-const PLATFORM_PREFIXES: &[&str] = &["java.", "javax.", "jdk.", "sun.", "com.sun."];
-
 /// The name a frame shows: a Java method's `RET pkg.Class.method(ARGS)`
 /// becomes `pkg.Class.method`; other JITs' names are kept as written.
 pub fn display_name(raw: &str) -> String {
@@ -41,7 +38,11 @@ pub fn display_name(raw: &str) -> String {
 pub fn kind(name: &str) -> JitKind {
     if !name.contains('.') {
         JitKind::Stub
-    } else if PLATFORM_PREFIXES.iter().any(|p| name.starts_with(p)) {
+    } else if crate::runtime::jvm::RUNTIME
+        .platform_code
+        .iter()
+        .any(|p| name.starts_with(p))
+    {
         JitKind::Platform
     } else {
         JitKind::Program

@@ -9,38 +9,13 @@ pub mod jit;
 
 const INLINED: &str = " [inlined]";
 
-/// Libraries whose frames are the runtime's wait and lock machinery (libc,
-/// the C++ runtime, the loader), not the program's own code: a wait site is
-/// the first frame past them.
-const RUNTIME_LIBRARIES: &[&str] = &[
-    "libc.so",
-    "libpthread.so",
-    "libstdc++.so",
-    "libc++.so",
-    "libc++abi.so",
-    "libgcc_s.so",
-    "ld-linux",
-    "libm.so",
-    "librt.so",
-    "libdl.so",
-    "libatomic.so",
-];
-
-/// Native libraries of language runtimes (a VM, its launcher, its class
-/// library's native half): their frames are the runtime's machinery — its
-/// own threads' loops, its parking and monitor code — that a program's
-/// thread passes through on the way to the program's own code.
-const LANGUAGE_RUNTIME_LIBRARIES: &[&str] = &[
-    "libjvm.so",
-    "libjli.so",
-    "libjava.so",
-    "libnio.so",
-    "libnet.so",
-];
-
-/// Whether `path` (or a frame's location) is a language runtime's library.
+/// Whether `path` (or a frame's location) is a language runtime's VM
+/// library (`libjvm.so`): its frames are the runtime's machinery — its own
+/// threads' loops, its parking and monitor code — that a program's thread
+/// passes through on the way to the program's own code.
 pub fn is_language_runtime(path: &str) -> bool {
-    LANGUAGE_RUNTIME_LIBRARIES.contains(&file_name(path))
+    let name = file_name(path);
+    crate::runtime::all_of(|r| r.vm_libraries).any(|l| *l == name)
 }
 
 /// The location a frame of JIT code shows: `Spin.work (jit)`.
@@ -54,10 +29,6 @@ pub const INTERPRETED_LOCATION: &str = "interpreted";
 /// with: `burn (/srv/work.js:12, js)`, or `push (js)` for a function of
 /// no script (V8's own builtins).
 pub const JS_LOCATION: &str = "js";
-
-/// Scripts of Node.js's own library (`node:internal/...`): its code, as
-/// the Java platform's packages are a JVM's.
-const JS_PLATFORM_SCRIPTS: &[&str] = &["node:"];
 
 /// The script of a JavaScript function's location (`""` for none), if the
 /// location is one.
@@ -86,10 +57,12 @@ pub fn file_name(path: &str) -> &str {
         .unwrap_or(path)
 }
 
-/// Whether the file at `path` is one of the runtime libraries.
+/// Whether the file at `path` is one of the runtimes' libraries whose
+/// frames are wait and lock machinery (libc, the C++ runtime, the loader),
+/// not the program's own code: a wait site is the first frame past them.
 pub fn is_runtime_library(path: &str) -> bool {
     let name = file_name(path);
-    RUNTIME_LIBRARIES.iter().any(|r| name.starts_with(r))
+    crate::runtime::all_of(|r| r.machinery_libraries).any(|r| name.starts_with(r))
 }
 
 /// The index of the `(` matching the `)` that ends `s` (which must end in `)`).
@@ -149,59 +122,50 @@ pub fn jit_kind(frame: &str) -> Option<jit::JitKind> {
         (name, Some(JIT_LOCATION), _) => Some(jit::kind(name.trim())),
         (name, Some(l), _) if is_interpreted_java(l) => Some(jit::kind(name.trim())),
         (_, Some(l), _) if let Some(script) = js_script(l) => Some(
-            if script.is_empty() || JS_PLATFORM_SCRIPTS.iter().any(|p| script.starts_with(p)) {
+            if script.is_empty()
+                || crate::runtime::v8::RUNTIME
+                    .platform_code
+                    .iter()
+                    .any(|p| script.starts_with(p))
+            {
                 jit::JitKind::Platform
             } else {
                 jit::JitKind::Program
             },
         ),
         (_, Some(lib), _) if is_language_runtime(lib) => Some(jit::JitKind::Platform),
-        (name, Some(_), _) if is_v8_internal(name.trim()) => Some(jit::JitKind::Platform),
+        (name, Some(_), _) if is_vm_function(name.trim()) => Some(jit::JitKind::Platform),
         _ => None,
     }
 }
 
-/// V8's own code, linked into whatever binary embeds it (node, a browser):
-/// its C++ (`v8::internal::`, return type first for some) and its embedded
-/// builtins (`Builtins_CEntry_...`). Like a JVM's libjvm, the runtime a
-/// program's JIT methods pass through: an `Atomics.wait` is the JS
-/// function's wait, not `FutexEmulation::WaitSync`'s.
-pub const V8_PREFIXES: &[&str] = &["v8::internal::", "Builtins_"];
-
-fn is_v8_internal(name: &str) -> bool {
-    V8_PREFIXES.iter().any(|p| name.starts_with(p))
+/// A VM's own code linked into whatever binary embeds it (V8's C++ and
+/// builtins in node): the runtime a program's JIT methods pass through,
+/// like a JVM's libjvm.
+fn is_vm_function(name: &str) -> bool {
+    crate::runtime::all_of(|r| r.vm_functions).any(|p| name.starts_with(p))
 }
 
-/// Whether a frame's location is CPython's own binary (`python3.11`, or a
-/// `libpython3.12.so.1.0` it runs from): the interpreter's machinery that
-/// Python code runs through, not the program's code.
-pub fn is_python_interpreter(frame: &str) -> bool {
-    split(frame)
-        .1
-        .is_some_and(|l| l.starts_with("python3") || l.starts_with("libpython3"))
-        || function(frame).starts_with("python3.")
-        || function(frame).starts_with("libpython3")
-}
-
-/// Whether a frame's location is CRuby's own library (`libruby-3.1.so.3.1`)
-/// or a static `ruby` binary: the VM's machinery that Ruby code runs
-/// through, not the program's code.
-pub fn is_ruby_interpreter(frame: &str) -> bool {
+/// Whether a frame is an interpreter's own machinery that its language's
+/// code runs through, not the program's code: in CPython's binary or
+/// library (`python3.11`, `libpython3.12.so.1.0`), CRuby's library or a
+/// static `ruby` binary, named or not (`python3.11+0x4f94ed`).
+pub fn is_interpreter(frame: &str) -> bool {
+    let (name, location, _) = split(frame);
+    let module = match name.trim().rsplit_once("+0x") {
+        Some((m, _)) => m,
+        None => location.unwrap_or(""),
+    };
     // A module's name, not a program's own `ruby.c:41`.
-    split(frame)
-        .1
-        .is_some_and(|l| !l.contains(':') && (l.starts_with("libruby") || l.starts_with("ruby")))
+    !module.contains(':')
+        && crate::runtime::all_of(|r| r.interpreter_modules).any(|p| module.starts_with(p))
 }
-
-/// Source files of interpreted languages, whose frames kerntax reads from
-/// the interpreter (issue 20): `work (gil_work.py:16)`.
-const INTERPRETED_SOURCES: &[&str] = &[".py:", ".rb:"];
 
 /// Whether a frame is an interpreted program's own (`name (file.py:line)`).
 pub fn is_interpreted(frame: &str) -> bool {
     split(frame)
         .1
-        .is_some_and(|l| INTERPRETED_SOURCES.iter().any(|s| l.contains(s)))
+        .is_some_and(|l| crate::runtime::all_of(|r| r.source_markers).any(|s| l.contains(s)))
 }
 
 /// The function a frame names: `ns_get (icinga.c:115)` -> `ns_get`.
@@ -478,11 +442,15 @@ mod tests {
 
     #[test]
     fn the_ruby_vm_is_told_by_its_module_not_a_programs_file() {
-        assert!(is_ruby_interpreter("rb_vm_exec (libruby-3.1.so.3.1.2)"));
-        assert!(is_ruby_interpreter("main (ruby3.1)"));
-        assert!(!is_ruby_interpreter("switch_to (ruby.c:41)"));
-        assert!(!is_ruby_interpreter("work (gvl_work.rb:14)"));
-        assert!(!is_ruby_interpreter("ruby_like_name (app)"));
+        assert!(is_interpreter("rb_vm_exec (libruby-3.1.so.3.1.2)"));
+        assert!(is_interpreter("main (ruby3.1)"));
+        assert!(!is_interpreter("switch_to (ruby.c:41)"));
+        assert!(!is_interpreter("work (gvl_work.rb:14)"));
+        assert!(!is_interpreter("ruby_like_name (app)"));
+        assert!(is_interpreter("_PyEval_EvalFrameDefault (python3.11)"));
+        assert!(is_interpreter("python3.11+0x4f94ed"));
+        assert!(is_interpreter("libpython3.12.so.1.0+0x1234"));
+        assert!(!is_interpreter("work (gil_work.py:16)"));
     }
 
     #[test]

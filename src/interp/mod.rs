@@ -1,7 +1,9 @@
-//! Interpreted languages' own frames (issue 20): what a Python or Ruby
-//! thread was running, read from the interpreter's frame chain rather than
-//! from the C stack of its eval loop. One module per interpreter; the
-//! process memory they read through is shared.
+//! Managed runtimes' own frames (issues 20 and 38): what a Python, Ruby,
+//! Java or JavaScript thread was running, read from the runtime's own
+//! structures rather than from the C stack of its eval loop or VM. One
+//! module per runtime, each a [`Reader`]; the process memory they read
+//! through is shared. What kerntax knows of a runtime besides its frames
+//! is data in `crate::runtime`.
 
 pub mod hotspot;
 pub mod memory;
@@ -11,6 +13,44 @@ pub mod v8;
 
 use crate::model::FrameLoc;
 use crate::stacks::maps::Mapping;
+
+/// What every runtime's frame reader does, whatever way it reads frames:
+/// the process table calls these on all of them alike
+/// (`stacks::unwind::Unwinding::readers`).
+pub trait Reader {
+    /// Looks at a process's memory map (once a process): whether it runs
+    /// this runtime, and how its frames are read, or why they cannot be.
+    fn learn(&mut self, pid: u32, maps: &[Mapping]);
+    /// A process's image was replaced: look at it again.
+    fn forget(&mut self, pid: u32);
+    /// A new batch of samples: what was read in an earlier one is checked
+    /// again before its use (memory freed and reused since).
+    fn new_batch(&mut self);
+    /// What became of the frames.
+    fn stats(&self) -> &crate::report::Interpreters;
+    /// Each process once: its runtime, or why its frames cannot be read.
+    fn seen(&self) -> &[(u32, String)];
+}
+
+/// A reader that names frames of the native stack the unwinder walked (a
+/// VM that keeps its frames on it: HotSpot's interpreter, V8's JavaScript
+/// frames), read from the stack copied at the sample; the other readers
+/// merge a chain their BPF walker read.
+pub trait FrameNamer: Reader {
+    /// Whether `pid` runs this runtime, readably.
+    fn knows(&self, pid: u32) -> bool;
+    /// Names the frames of `frames` (with their frame pointers `fps`) that
+    /// are the runtime's; `word(addr)` reads the stack copied at the
+    /// sample, `module_paths` names a frame's module.
+    fn name_frames(
+        &mut self,
+        pid: u32,
+        frames: &mut [FrameLoc],
+        fps: &[u64],
+        word: &dyn Fn(u64) -> Option<u64>,
+        module_paths: &[String],
+    );
+}
 
 /// The interpreters' frame readers, as naming a stack needs them: each
 /// names the frames of its own `FrameLoc` variant.

@@ -55,17 +55,14 @@ pub(super) fn register_pythons(collector: &Collector<'_>, unwinding: &mut Unwind
 
 /// What the interpreters' frame walk gave, for the report.
 pub(super) fn interpreters(u: &Unwinding) -> crate::report::Interpreters {
-    let mut out = u.python.stats.clone();
-    out.add(&u.ruby.stats);
-    out.add(&u.java.stats);
-    out.add(&u.js.stats);
+    let mut out = crate::report::Interpreters::default();
+    for r in u.readers() {
+        out.add(r.stats());
+    }
     out.seen = u
-        .python
-        .seen
+        .readers()
         .iter()
-        .chain(&u.ruby.seen)
-        .chain(&u.java.seen)
-        .chain(&u.js.seen)
+        .flat_map(|r| r.seen())
         .map(|(pid, what)| format!("pid {pid}: {what}"))
         .collect();
     out
@@ -102,10 +99,11 @@ pub(crate) fn loss(
         bpf_recursion_misses,
         jit_frames_unnamed: jit.frames_unnamed(),
         jit_stacks_cut: jit.stacks_cut,
-        interpreted_frames_unreadable: unwinding.python.stats.frames_unreadable
-            + unwinding.ruby.stats.frames_unreadable
-            + unwinding.java.stats.frames_unreadable
-            + unwinding.js.stats.frames_unreadable,
+        interpreted_frames_unreadable: unwinding
+            .readers()
+            .iter()
+            .map(|r| r.stats().frames_unreadable)
+            .sum(),
         interpreted_chains_faulted: unwinding.python.stats.samples_fault
             + unwinding.ruby.stats.samples_fault,
         trace_ringbuf_full: kernel.trace_ringbuf_full,

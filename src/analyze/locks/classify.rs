@@ -1,76 +1,9 @@
 //! What kind of lock a futex word is, decided from evidence: the library
 //! functions on the stacks of the threads that waited on it or woke it, and
-//! the futex operations used. An address alone says nothing.
+//! the futex operations used (each runtime's `lock_kinds`, in
+//! `crate::runtime`). An address alone says nothing.
 
 pub use crate::report::LockKind;
-
-/// Function names (or parts of them) that identify a kind, for glibc's
-/// pthreads and Rust's std (whose locks use futexes directly).
-const EVIDENCE: &[(LockKind, &[&str])] = &[
-    (
-        LockKind::Condvar,
-        &[
-            "pthread_cond_wait",
-            "pthread_cond_timedwait",
-            "pthread_cond_clockwait",
-            "__pthread_cond_wait_common",
-            "pthread_cond_signal",
-            "pthread_cond_broadcast",
-            "::Condvar::wait",
-            "::Condvar::notify",
-        ],
-    ),
-    (
-        LockKind::Rwlock,
-        &[
-            "pthread_rwlock_rdlock",
-            "pthread_rwlock_wrlock",
-            "pthread_rwlock_timedrdlock",
-            "pthread_rwlock_timedwrlock",
-            "pthread_rwlock_clockrdlock",
-            "pthread_rwlock_clockwrlock",
-            "pthread_rwlock_unlock",
-            "::RwLock::read_contended",
-            "::RwLock::write_contended",
-            "::RwLock::wake_writer_or_readers",
-        ],
-    ),
-    (
-        LockKind::Semaphore,
-        &[
-            "sem_wait",
-            "sem_timedwait",
-            "sem_clockwait",
-            "__new_sem_wait",
-            "sem_post",
-            "__new_sem_post",
-        ],
-    ),
-    (
-        LockKind::ThreadJoin,
-        &[
-            "pthread_join",
-            "pthread_clockjoin",
-            "pthread_timedjoin",
-            "pthread_tryjoin",
-        ],
-    ),
-    (
-        LockKind::Mutex,
-        &[
-            "__lll_lock_wait",
-            "__lll_lock_wake",
-            "pthread_mutex_lock",
-            "pthread_mutex_timedlock",
-            "pthread_mutex_clocklock",
-            "pthread_mutex_unlock",
-            "pthread_mutex_cond_lock",
-            "lll_mutex_lock",
-            "::Mutex::lock_contended",
-            "::Mutex::wake",
-        ],
-    ),
-];
 
 use crate::frame::function;
 
@@ -79,8 +12,7 @@ use crate::frame::function;
 pub fn kind_of_stack(frames: &[String]) -> Option<LockKind> {
     frames.iter().find_map(|f| {
         let name = function(f);
-        EVIDENCE
-            .iter()
+        crate::runtime::all_of(|r| r.lock_kinds)
             .find(|(_, names)| names.iter().any(|n| name.contains(n)))
             .map(|(kind, _)| *kind)
     })

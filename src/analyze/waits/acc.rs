@@ -304,19 +304,6 @@ pub struct Placed {
     pub samples: u64,
 }
 
-/// Outermost frames of a thread that are the C library's or C++ runtime's
-/// thread (or process) start, not the program's.
-const THREAD_START: &[&str] = &[
-    "clone",
-    "clone3",
-    "start_thread",
-    "__libc_start_call_main",
-    "__libc_start_main_impl",
-    "__libc_start_main",
-    "_start",
-    "execute_native_thread_routine",
-];
-
 /// Frames between frame `at` and the thread's entry function on `frames`
 /// (innermost first), if the stack is whole and not a VM's.
 fn from_entry(frames: &[String], at: usize, truncated: bool) -> Option<usize> {
@@ -334,7 +321,10 @@ fn from_entry(frames: &[String], at: usize, truncated: bool) -> Option<usize> {
         crate::frame::is_runtime_library(module)
     };
     let entry = frames.iter().rposition(|f| {
-        !THREAD_START.contains(&function(f)) && !f.contains("std::thread") && !runtime(f)
+        let name = function(f);
+        !crate::runtime::all_of(|r| r.thread_entries).any(|e| *e == name)
+            && !crate::runtime::all_of(|r| r.thread_entry_parts).any(|p| f.contains(p))
+            && !runtime(f)
     })?;
     entry.checked_sub(at)
 }

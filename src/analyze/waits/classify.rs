@@ -96,6 +96,19 @@ pub struct FromPeer {
     pub who: String,
 }
 
+/// What the runtime that parks its idle threads at a site says of it: the
+/// first runtime whose idle parking is on the site's heaviest stack.
+fn idle_evidence(a: &SiteAcc) -> String {
+    let heaviest = a.stacks.iter().max_by(|x, y| x.1.0.total_cmp(&y.1.0));
+    heaviest
+        .into_iter()
+        .flat_map(|(frames, _)| frames)
+        .find_map(|f| crate::runtime::idle_park(crate::frame::function(f)))
+        .map_or("the runtime parks its idle threads here".into(), |r| {
+            r.waits.idle_evidence.into()
+        })
+}
+
 pub fn classify(
     a: &SiteAcc,
     b: Busy,
@@ -139,10 +152,7 @@ pub fn classify(
         );
     }
     if prior == WaitPrior::RuntimeIdle {
-        return (
-            WaitClass::WaitingForWork,
-            vec![crate::analyze::go_runtime::IDLE_EVIDENCE.into()],
-        );
+        return (WaitClass::WaitingForWork, vec![idle_evidence(a)]);
     }
     if prior == WaitPrior::Yield {
         return (

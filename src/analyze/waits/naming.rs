@@ -10,9 +10,7 @@
 
 use crate::analyze::runtime_locks::unnamed;
 use crate::frame::jit::JitKind;
-use crate::frame::{
-    function, is_interpreted, is_python_interpreter, is_ruby_interpreter, jit_kind, short_function,
-};
+use crate::frame::{function, is_interpreted, is_interpreter, jit_kind, short_function};
 use crate::report::{Release, WaitSite};
 
 /// Named callers shown beside an unnamed site.
@@ -177,7 +175,7 @@ fn named_callers_in(frames: &[String], function_name: &str) -> Option<String> {
             !unnamed(f)
                 && jit_kind(f) != Some(JitKind::Stub)
                 && function(f) != "Interpreter"
-                && !(interpreted && (is_python_interpreter(f) || is_ruby_interpreter(f)))
+                && !(interpreted && is_interpreter(f))
         })
         .take(NAMED_CALLERS)
         .map(|f| short_function(function(f)))

@@ -16,119 +16,23 @@
 //! mutex wait.
 
 use crate::frame::function;
+use crate::runtime::{Waits, waits_in};
 
 pub use crate::report::WaitPrior;
 
-/// Frames (parts of function names) of the standard runtimes' lock
-/// acquisitions: glibc, Rust's std, the JDK and HotSpot, Ruby.
-const ACQUIRE: &[&str] = &[
-    "__lll_lock_wait",
-    "pthread_mutex_lock",
-    "pthread_mutex_timedlock",
-    "pthread_mutex_clocklock",
-    "pthread_mutex_cond_lock",
-    "lll_mutex_lock",
-    "pthread_rwlock_rdlock",
-    "pthread_rwlock_wrlock",
-    "pthread_rwlock_timedrdlock",
-    "pthread_rwlock_timedwrlock",
-    "pthread_rwlock_clockrdlock",
-    "pthread_rwlock_clockwrlock",
-    "::Mutex::lock_contended",
-    "::RwLock::read_contended",
-    "::RwLock::write_contended",
-    "AbstractQueuedSynchronizer.acquire",
-    "locks.ReentrantLock",
-    "locks.ReentrantReadWriteLock",
-    "locks.StampedLock.acquire",
-    "ObjectMonitor::enter",
-    "ObjectMonitor::EnterI",
-    "ObjectSynchronizer::enter",
-    "JVM_MonitorEnter",
-    "InterpreterRuntime::monitorenter",
-    "SharedRuntime::complete_monitor_locking",
-    "Runtime1::monitorenter",
-    "rb_mutex_lock",
+/// What each kind of a runtime's wait primitives says, checked on each
+/// frame in this order: a result's waits before the lock acquisitions some
+/// of them are a prefix of, conditions last (a VM's primitives are built
+/// on them).
+type Kind = fn(&Waits) -> &'static [&'static str];
+const KINDS: &[(Kind, WaitPrior)] = &[
+    (|w| w.idle, WaitPrior::RuntimeIdle),
+    (|w| w.queue_take, WaitPrior::QueueTake),
+    (|w| w.join, WaitPrior::Join),
+    (|w| w.result, WaitPrior::Result),
+    (|w| w.acquire, WaitPrior::LockAcquire),
+    (|w| w.condition, WaitPrior::Condition),
 ];
-
-/// Frames of the standard runtimes' condition waits: glibc's condition
-/// variables and semaphores, Rust's Condvar, the JDK's conditions and
-/// Object.wait, HotSpot's own monitors and semaphores, Ruby's native
-/// condition variables, Go's scheduler notes.
-const CONDITION: &[&str] = &[
-    "pthread_cond_wait",
-    "pthread_cond_timedwait",
-    "pthread_cond_clockwait",
-    "__pthread_cond_wait_common",
-    "sem_wait",
-    "sem_timedwait",
-    "sem_clockwait",
-    "__new_sem_wait",
-    "::Condvar::wait",
-    "ConditionObject.await",
-    "java.lang.Object.wait",
-    "JVM_MonitorWait",
-    "ObjectMonitor::wait",
-    "Monitor::wait",
-    "PosixSemaphore::wait",
-    "rb_native_cond_wait",
-    "rb_native_cond_timedwait",
-    "runtime.notesleep",
-    "runtime.notetsleep",
-];
-
-/// Frames of the JDK's blocking queues' takes and its executors' task
-/// fetches: a consumer waiting for an item.
-const QUEUE_TAKE: &[&str] = &[
-    "BlockingQueue.take",
-    "BlockingQueue.poll",
-    "BlockingDeque.take",
-    "BlockingDeque.poll",
-    "java.util.concurrent.SynchronousQueue",
-    "java.util.concurrent.LinkedTransferQueue",
-    "java.util.concurrent.DelayQueue.take",
-    "java.util.concurrent.DelayQueue.poll",
-    "DelayedWorkQueue.take",
-    "DelayedWorkQueue.poll",
-    "ThreadPoolExecutor.getTask",
-    "ForkJoinPool.awaitWork",
-];
-
-/// Frames of the JDK's waits for a result another thread completes: its
-/// futures, latches and barriers, and AQS's shared acquisitions under
-/// them (a latch's await and a semaphore's acquire go through
-/// `acquireShared*`/`tryAcquireSharedNanos`; a read lock's outer frame,
-/// `ReentrantReadWriteLock`, is met first and names a lock). Checked on
-/// each frame before ACQUIRE, whose `AbstractQueuedSynchronizer.acquire`
-/// is a prefix of them.
-const RESULT: &[&str] = &[
-    "AbstractQueuedSynchronizer.acquireShared",
-    "AbstractQueuedSynchronizer.tryAcquireSharedNanos",
-    "java.util.concurrent.CountDownLatch.await",
-    "java.util.concurrent.Semaphore.acquire",
-    "java.util.concurrent.Semaphore.tryAcquire",
-    "java.util.concurrent.CompletableFuture.get",
-    "java.util.concurrent.CompletableFuture.join",
-    "java.util.concurrent.CompletableFuture.timedGet",
-    "java.util.concurrent.CompletableFuture.waitingGet",
-    "java.util.concurrent.FutureTask.get",
-    "java.util.concurrent.FutureTask.awaitDone",
-    "java.util.concurrent.Phaser.",
-];
-
-const JOIN: &[&str] = &[
-    "pthread_join",
-    "pthread_clockjoin",
-    "pthread_timedjoin",
-    "java.lang.Thread.join",
-];
-
-/// glibc re-taking a condition variable's mutex inside pthread_cond_wait.
-const COND_MUTEX: &str = "pthread_mutex_cond_lock";
-
-fn matches(name: &str, table: &[&str]) -> bool {
-    table.iter().any(|t| name.contains(t))
-}
 
 /// The prior of a sleep in syscall `syscall` with `frames` (innermost
 /// first), up to and including `site` (the function the site is named by).
@@ -145,33 +49,15 @@ pub fn prior_of(syscall: &str, frames: &[String], site: &str) -> WaitPrior {
         .position(|f| function(f) == site)
         .unwrap_or(frames.len());
     let chain = &frames[..end];
-    if chain.iter().any(|f| function(f).contains(COND_MUTEX)) {
+    if chain.iter().any(|f| waits_in(function(f), |w| w.reacquire)) {
         return WaitPrior::LockAcquire;
     }
     // The queue's take is the site (or on its way out): look one frame past.
     let outer = frames.get(end).into_iter().chain(chain.iter().rev());
     for f in outer {
         let name = function(f);
-        if crate::analyze::go_runtime::is_idle_park(name) {
-            return WaitPrior::RuntimeIdle;
-        }
-        if crate::analyze::go_runtime::is_runtime_lock(name) {
-            return WaitPrior::LockAcquire;
-        }
-        if matches(name, QUEUE_TAKE) {
-            return WaitPrior::QueueTake;
-        }
-        if matches(name, JOIN) {
-            return WaitPrior::Join;
-        }
-        if matches(name, RESULT) {
-            return WaitPrior::Result;
-        }
-        if matches(name, ACQUIRE) {
-            return WaitPrior::LockAcquire;
-        }
-        if matches(name, CONDITION) {
-            return WaitPrior::Condition;
+        if let Some((_, prior)) = KINDS.iter().find(|(kind, _)| waits_in(name, kind)) {
+            return *prior;
         }
     }
     WaitPrior::Unknown
@@ -295,5 +181,48 @@ mod tests {
         assert_eq!(prior_of("sched_yield", &[], "x"), WaitPrior::Yield);
         assert_eq!(prior_of("clock_nanosleep", &[], "x"), WaitPrior::Sleep);
         assert_eq!(prior_of("semop", &[], "x"), WaitPrior::LockAcquire);
+    }
+
+    /// caddy-serve's idle thread, as its `.gopclntab` names it: the site is
+    /// where the scheduler parks it, past the runtime's primitives, and the
+    /// runtime's frames say what it is; its waker wakes it from startm.
+    #[test]
+    fn an_idle_go_thread_waits_at_stopm_as_the_runtimes_own() {
+        let park = v(&[
+            "runtime.futex (caddy)",
+            "runtime.futexsleep (caddy)",
+            "runtime.notesleep (caddy)",
+            "runtime.stopm (caddy)",
+            "runtime.findRunnable (caddy)",
+            "runtime.schedule (caddy)",
+            "runtime.park_m (caddy)",
+            "runtime.mcall (caddy)",
+        ]);
+        let (site, via) =
+            crate::analyze::waits::site_of(&park, 0, crate::analyze::waits::WAIT_WORDS);
+        assert_eq!(site, "runtime.stopm");
+        assert_eq!(via.last().map(String::as_str), Some("runtime.notesleep"));
+        assert_eq!(prior_of("futex", &park, &site), WaitPrior::RuntimeIdle);
+        let wake = v(&[
+            "runtime.futex (caddy)",
+            "runtime.futexwakeup (caddy)",
+            "runtime.notewakeup (caddy)",
+            "runtime.startm (caddy)",
+            "runtime.wakep (caddy)",
+        ]);
+        assert_eq!(
+            crate::analyze::waits::site_of(&wake, 0, crate::analyze::waits::WAKE_WORDS).0,
+            "runtime.startm"
+        );
+        // The runtime's own mutex is a lock, not its idle parking.
+        let lock = v(&[
+            "runtime.futex (caddy)",
+            "runtime.futexsleep (caddy)",
+            "runtime.lock2 (caddy)",
+            "runtime.sysmon (caddy)",
+        ]);
+        let (site, _) = crate::analyze::waits::site_of(&lock, 0, crate::analyze::waits::WAIT_WORDS);
+        assert_eq!(site, "runtime.lock2");
+        assert_eq!(prior_of("futex", &lock, &site), WaitPrior::LockAcquire);
     }
 }

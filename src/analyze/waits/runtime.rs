@@ -90,9 +90,11 @@ fn for_runtime_lock(site: &mut WaitSite, lock: &RuntimeLock) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::runtime_locks::{JVM_HEAP_LOCK, JVM_SAFEPOINT, MALLOC_ARENA, RUBY_GVL};
     use crate::analyze::waits::{MIN_BUSY_BETWEEN_SHARE, MIN_NESTING_SHARE};
     use crate::report::WaitPrior;
+    use crate::runtime::cruby::GVL as RUBY_GVL;
+    use crate::runtime::glibc::MALLOC_ARENA;
+    use crate::runtime::jvm::{HEAP_LOCK as JVM_HEAP_LOCK, SAFEPOINT as JVM_SAFEPOINT};
 
     /// ruby-gvl's main GVL site as one suite run saw it: 5 waiters, no turns
     /// seen, busy a third of their time between waits, not at their loop.

@@ -103,7 +103,7 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
         return (name.to_string(), vec![]);
     }
     let is_wrapper = |f: &str| {
-        crate::analyze::go_runtime::is_primitive(f)
+        crate::runtime::waits_in(f, |w| w.wrappers)
             || words(f).iter().any(|w| wrapper_words.contains(&w.as_str()))
     };
     let mut via: Vec<String> = vec![];

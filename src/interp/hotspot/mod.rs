@@ -80,50 +80,6 @@ pub struct Jvms {
 }
 
 impl Jvms {
-    /// Learns whether `pid` (with `maps`) runs a HotSpot JVM: its
-    /// libjvm.so's tables' symbols. Nothing is read of the JVM yet.
-    pub fn learn(&mut self, pid: u32, maps: &[Mapping]) {
-        if self.disabled || self.procs.contains_key(&pid) || self.not_jvm.contains(&pid) {
-            return;
-        }
-        let Some((m, path)) = crate::interp::candidate_files(maps, &["libjvm.so"]).next() else {
-            return;
-        };
-        match symbols(&path, m) {
-            Some(symbols) => {
-                self.procs.insert(
-                    pid,
-                    Jvm {
-                        path,
-                        symbols,
-                        layout: None,
-                        failed_looks: 0,
-                        interpreter: None,
-                        looked: None,
-                        methods: HashMap::new(),
-                    },
-                );
-            }
-            None => {
-                self.not_jvm.insert(pid);
-            }
-        }
-    }
-
-    pub fn forget(&mut self, pid: u32) {
-        self.procs.remove(&pid);
-        self.not_jvm.remove(&pid);
-    }
-
-    pub fn new_batch(&mut self) {
-        self.batch += 1;
-    }
-
-    /// Whether `pid` is a JVM kerntax reads frames of.
-    pub fn knows(&self, pid: u32) -> bool {
-        self.procs.contains_key(&pid)
-    }
-
     /// The JDK's version and its interpreter's code in JVM `pid`, or why
     /// not (tests and diagnostics: frames are named through `name_frames`).
     pub fn describe(&mut self, pid: u32) -> Result<(u32, Range<u64>), String> {
@@ -134,82 +90,6 @@ impl Jvms {
             (Some(Ok(l)), Some(r)) => Ok((l.major, r)),
             (Some(Err(e)), _) => Err(e.clone()),
             _ => Err("no interpreter yet".into()),
-        }
-    }
-
-    /// The frames of `frames` (with their frame pointers `fps`) that are in
-    /// `pid`'s interpreter, named after their methods; `word(addr)` reads
-    /// the stack copied at the sample.
-    pub fn name_frames(
-        &mut self,
-        pid: u32,
-        frames: &mut [FrameLoc],
-        fps: &[u64],
-        word: impl Fn(u64) -> Option<u64>,
-    ) {
-        let batch = self.batch;
-        let Some(jvm) = self.procs.get_mut(&pid) else {
-            return;
-        };
-        let mem = ProcessMemory { pid };
-        let had_layout = matches!(jvm.layout, Some(Ok(_)));
-        let failed_before = jvm.failed_looks;
-        let interp = jvm.interpreter(&mem);
-        match &jvm.layout {
-            Some(Ok(l)) if !had_layout => self
-                .seen
-                .push((pid, format!("HotSpot JDK {} ({})", l.major, jvm.path))),
-            Some(Err(e))
-                if failed_before < MAX_FAILED_LOOKS && jvm.failed_looks == MAX_FAILED_LOOKS =>
-            {
-                self.seen.push((
-                    pid,
-                    format!(
-                        "HotSpot ({}): its interpreted frames cannot be read: {e}",
-                        jvm.path
-                    ),
-                ));
-            }
-            _ => {}
-        }
-        let Some(interp) = interp else {
-            return;
-        };
-        let frames_before = self.stats.frames;
-        for (f, &fp) in frames.iter_mut().zip(fps) {
-            let FrameLoc::Jit { addr, .. } = *f else {
-                continue;
-            };
-            if !interp.contains(&addr) {
-                continue;
-            }
-            self.stats.frames += 1;
-            // Unnamed until read: it stays `Interpreter`, counted.
-            self.stats.frames_unreadable += 1;
-            let (Some(method), Some(bcp)) = (
-                fp.checked_sub(METHOD_SLOT * 8).and_then(&word),
-                fp.checked_sub(BCP_SLOT * 8).and_then(&word),
-            ) else {
-                continue;
-            };
-            let Some(n) = jvm.method(&mem, method, batch, &mut self.methods) else {
-                continue;
-            };
-            let m = &self.methods[n as usize];
-            // A bcp outside the method's code: the slot is not this
-            // method's (a native method's is its empty code's start).
-            if bcp != 0 && !(m.code.start..=m.code.end).contains(&bcp) {
-                continue;
-            }
-            self.stats.frames_unreadable -= 1;
-            *f = FrameLoc::Java {
-                pid,
-                method: n,
-                line: m.line_at(bcp),
-            };
-        }
-        if self.stats.frames > frames_before {
-            self.stats.walked(false, false, false);
         }
     }
 
@@ -327,4 +207,137 @@ fn symbols(path: &str, m: &Mapping) -> Option<HashMap<&'static str, u64>> {
         *a = a.wrapping_add(bias);
     }
     Some(out)
+}
+
+impl crate::interp::FrameNamer for Jvms {
+    /// Whether `pid` is a JVM kerntax reads frames of.
+    fn knows(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
+    }
+
+    /// The frames of `frames` (with their frame pointers `fps`) that are in
+    /// `pid`'s interpreter, named after their methods; `word(addr)` reads
+    /// the stack copied at the sample.
+    fn name_frames(
+        &mut self,
+        pid: u32,
+        frames: &mut [FrameLoc],
+        fps: &[u64],
+        word: &dyn Fn(u64) -> Option<u64>,
+        _module_paths: &[String],
+    ) {
+        let batch = self.batch;
+        let Some(jvm) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        let mem = ProcessMemory { pid };
+        let had_layout = matches!(jvm.layout, Some(Ok(_)));
+        let failed_before = jvm.failed_looks;
+        let interp = jvm.interpreter(&mem);
+        match &jvm.layout {
+            Some(Ok(l)) if !had_layout => self
+                .seen
+                .push((pid, format!("HotSpot JDK {} ({})", l.major, jvm.path))),
+            Some(Err(e))
+                if failed_before < MAX_FAILED_LOOKS && jvm.failed_looks == MAX_FAILED_LOOKS =>
+            {
+                self.seen.push((
+                    pid,
+                    format!(
+                        "HotSpot ({}): its interpreted frames cannot be read: {e}",
+                        jvm.path
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        let Some(interp) = interp else {
+            return;
+        };
+        let frames_before = self.stats.frames;
+        for (f, &fp) in frames.iter_mut().zip(fps) {
+            let FrameLoc::Jit { addr, .. } = *f else {
+                continue;
+            };
+            if !interp.contains(&addr) {
+                continue;
+            }
+            self.stats.frames += 1;
+            // Unnamed until read: it stays `Interpreter`, counted.
+            self.stats.frames_unreadable += 1;
+            let (Some(method), Some(bcp)) = (
+                fp.checked_sub(METHOD_SLOT * 8).and_then(&word),
+                fp.checked_sub(BCP_SLOT * 8).and_then(&word),
+            ) else {
+                continue;
+            };
+            let Some(n) = jvm.method(&mem, method, batch, &mut self.methods) else {
+                continue;
+            };
+            let m = &self.methods[n as usize];
+            // A bcp outside the method's code: the slot is not this
+            // method's (a native method's is its empty code's start).
+            if bcp != 0 && !(m.code.start..=m.code.end).contains(&bcp) {
+                continue;
+            }
+            self.stats.frames_unreadable -= 1;
+            *f = FrameLoc::Java {
+                pid,
+                method: n,
+                line: m.line_at(bcp),
+            };
+        }
+        if self.stats.frames > frames_before {
+            self.stats.walked(false, false, false);
+        }
+    }
+}
+
+impl crate::interp::Reader for Jvms {
+    /// Learns whether `pid` (with `maps`) runs a HotSpot JVM: its
+    /// libjvm.so's tables' symbols. Nothing is read of the JVM yet.
+    fn learn(&mut self, pid: u32, maps: &[Mapping]) {
+        if self.disabled || self.procs.contains_key(&pid) || self.not_jvm.contains(&pid) {
+            return;
+        }
+        let Some((m, path)) = crate::interp::candidate_files(maps, &["libjvm.so"]).next() else {
+            return;
+        };
+        match symbols(&path, m) {
+            Some(symbols) => {
+                self.procs.insert(
+                    pid,
+                    Jvm {
+                        path,
+                        symbols,
+                        layout: None,
+                        failed_looks: 0,
+                        interpreter: None,
+                        looked: None,
+                        methods: HashMap::new(),
+                    },
+                );
+            }
+            None => {
+                self.not_jvm.insert(pid);
+            }
+        }
+    }
+
+    fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+        self.not_jvm.remove(&pid);
+    }
+
+    fn new_batch(&mut self) {
+        self.batch += 1;
+    }
+
+    fn stats(&self) -> &crate::report::Interpreters {
+        &self.stats
+    }
+
+    fn seen(&self) -> &[(u32, String)] {
+        &self.seen
+    }
 }

@@ -63,89 +63,6 @@ pub struct Pythons {
 }
 
 impl Pythons {
-    /// Looks at `pid`'s mappings once for a CPython, and registers it.
-    pub fn learn(&mut self, pid: u32, maps: &[Mapping]) {
-        if self.procs.contains_key(&pid) || self.not_python.contains(&pid) {
-            return;
-        }
-        let mem = ProcessMemory { pid };
-        // Not CPython, or not yet: a python3.12 launcher maps its
-        // libpython after the exec this may be called at. Looked at again
-        // whenever its map is read again (a sample in code not mapped
-        // before), which is not per sample.
-        let Ok(Some(rt)) = discover::find(maps, &mem) else {
-            return;
-        };
-        let version = rt.version_text();
-        if self.disabled {
-            self.seen.push((
-                pid,
-                format!(
-                    "CPython {version} ({}): frames not read (--no-interpreter-frames)",
-                    rt.path
-                ),
-            ));
-            self.not_python.insert(pid);
-            return;
-        }
-        let config = frame_layout(rt.minor()).zip(rt.key_addr);
-        let Some((mut config, key_addr)) = config else {
-            self.seen.push((
-                pid,
-                format!(
-                    "CPython {version} ({}): not supported, no Python frames",
-                    rt.path
-                ),
-            ));
-            self.not_python.insert(pid);
-            return;
-        };
-        let layout = CodeLayout::read(&mem, rt.code_type, rt.minor()).ok();
-        let Some(units) = layout
-            .as_ref()
-            .and_then(|l| u16::try_from(l.basicsize).ok())
-        else {
-            self.seen.push((
-                pid,
-                format!(
-                    "CPython {version} ({}): its code type could not be read",
-                    rt.path
-                ),
-            ));
-            self.not_python.insert(pid);
-            return;
-        };
-        config.key_addr = key_addr;
-        config.code_units = units;
-        self.to_register.push((pid, config));
-        self.seen
-            .push((pid, format!("CPython {version} ({})", rt.path)));
-        self.procs.insert(
-            pid,
-            PyProcess {
-                runtime: rt,
-                layout,
-                codes: HashMap::new(),
-            },
-        );
-    }
-
-    /// A process's image was replaced: look at it again.
-    pub fn forget(&mut self, pid: u32) {
-        self.procs.remove(&pid);
-        self.not_python.remove(&pid);
-    }
-
-    /// A new batch of samples (every 100 ms): a code object known from an
-    /// earlier one is checked again before its name is used, one read of
-    /// its header, in case it was freed and its memory holds another now
-    /// (a module body compiled from a string at start-up, freed, its
-    /// address reused by a function's code: its frames were named
-    /// `<module> (<string>)`). Within a batch, what was read is trusted.
-    pub fn new_batch(&mut self) {
-        self.batch += 1;
-    }
-
     /// The code object at `code` in `pid` as a number for frames, and the
     /// object (None: not readable).
     fn code(&mut self, pid: u32, code: u64) -> Option<(u64, Option<Arc<CodeObject>>)> {
@@ -278,6 +195,99 @@ pub fn short_path(path: &str) -> &str {
         }
     }
     path.rsplit('/').next().unwrap_or(path)
+}
+
+impl crate::interp::Reader for Pythons {
+    /// Looks at `pid`'s mappings once for a CPython, and registers it.
+    fn learn(&mut self, pid: u32, maps: &[Mapping]) {
+        if self.procs.contains_key(&pid) || self.not_python.contains(&pid) {
+            return;
+        }
+        let mem = ProcessMemory { pid };
+        // Not CPython, or not yet: a python3.12 launcher maps its
+        // libpython after the exec this may be called at. Looked at again
+        // whenever its map is read again (a sample in code not mapped
+        // before), which is not per sample.
+        let Ok(Some(rt)) = discover::find(maps, &mem) else {
+            return;
+        };
+        let version = rt.version_text();
+        if self.disabled {
+            self.seen.push((
+                pid,
+                format!(
+                    "CPython {version} ({}): frames not read (--no-interpreter-frames)",
+                    rt.path
+                ),
+            ));
+            self.not_python.insert(pid);
+            return;
+        }
+        let config = frame_layout(rt.minor()).zip(rt.key_addr);
+        let Some((mut config, key_addr)) = config else {
+            self.seen.push((
+                pid,
+                format!(
+                    "CPython {version} ({}): not supported, no Python frames",
+                    rt.path
+                ),
+            ));
+            self.not_python.insert(pid);
+            return;
+        };
+        let layout = CodeLayout::read(&mem, rt.code_type, rt.minor()).ok();
+        let Some(units) = layout
+            .as_ref()
+            .and_then(|l| u16::try_from(l.basicsize).ok())
+        else {
+            self.seen.push((
+                pid,
+                format!(
+                    "CPython {version} ({}): its code type could not be read",
+                    rt.path
+                ),
+            ));
+            self.not_python.insert(pid);
+            return;
+        };
+        config.key_addr = key_addr;
+        config.code_units = units;
+        self.to_register.push((pid, config));
+        self.seen
+            .push((pid, format!("CPython {version} ({})", rt.path)));
+        self.procs.insert(
+            pid,
+            PyProcess {
+                runtime: rt,
+                layout,
+                codes: HashMap::new(),
+            },
+        );
+    }
+
+    /// A process's image was replaced: look at it again.
+    fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+        self.not_python.remove(&pid);
+    }
+
+    /// A new batch of samples (every 100 ms): a code object known from an
+    /// earlier one is checked again before its name is used, one read of
+    /// its header, in case it was freed and its memory holds another now
+    /// (a module body compiled from a string at start-up, freed, its
+    /// address reused by a function's code: its frames were named
+    /// `<module> (<string>)`). Within a batch, what was read is trusted.
+    fn new_batch(&mut self) {
+        self.batch += 1;
+    }
+
+    fn stats(&self) -> &crate::report::Interpreters {
+        &self.stats
+    }
+
+    fn seen(&self) -> &[(u32, String)] {
+        &self.seen
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! live interpreter's are in tests/python_frames.rs.
 
 use super::*;
+use crate::interp::Reader;
 
 const PID: u32 = 4242;
 const EVAL: std::ops::Range<u64> = 0x1000..0x2000;

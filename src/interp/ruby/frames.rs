@@ -63,54 +63,6 @@ pub struct Rubies {
 }
 
 impl Rubies {
-    /// Looks at `pid`'s mappings once for a CRuby, and registers it.
-    pub fn learn(&mut self, pid: u32, maps: &[Mapping]) {
-        if self.procs.contains_key(&pid) || self.not_ruby.contains(&pid) {
-            return;
-        }
-        let mem = ProcessMemory { pid };
-        let Ok(Some(rt)) = discover::find(maps, &mem) else {
-            return;
-        };
-        let what = format!("CRuby {} ({})", rt.version_text(), rt.path);
-        if self.disabled {
-            self.seen.push((
-                pid,
-                format!("{what}: frames not read (--no-interpreter-frames)"),
-            ));
-            self.not_ruby.insert(pid);
-            return;
-        }
-        let (major, minor, _) = rt.version;
-        let config = layout::for_version(major, minor)
-            .and_then(|l| Some((l, rt.ec?)))
-            .and_then(|(l, tls)| Some((l, proc_config(&tls, &l)?)));
-        let Some((layout, config)) = config else {
-            self.seen
-                .push((pid, format!("{what}: not supported, no Ruby frames")));
-            self.not_ruby.insert(pid);
-            return;
-        };
-        // Seen at its exec, the loader may not have relocated libruby yet:
-        // its GOT slot then holds no module id (0), and a walk through it
-        // faults on every sample (one suite run's ruby-gvl: 3,187 of 3,189
-        // chains). Registered once the slot is filled (see `new_batch`).
-        let registered = config.tls_module != 0;
-        if registered {
-            self.to_register.push((pid, config));
-        }
-        self.seen.push((pid, what));
-        self.procs.insert(
-            pid,
-            RbProcess {
-                runtime: rt,
-                layout,
-                iseqs: HashMap::new(),
-                registered,
-            },
-        );
-    }
-
     /// Registers the processes whose libruby was not yet relocated when
     /// they were found, once the loader has filled its GOT slots.
     fn register_relocated(&mut self) {
@@ -132,19 +84,6 @@ impl Rubies {
                 p.registered = true;
             }
         }
-    }
-
-    /// A process's image was replaced: look at it again.
-    pub fn forget(&mut self, pid: u32) {
-        self.procs.remove(&pid);
-        self.not_ruby.remove(&pid);
-    }
-
-    /// A new batch of samples: iseqs known from earlier are checked again,
-    /// and processes found before their loader was done are registered.
-    pub fn new_batch(&mut self) {
-        self.register_relocated();
-        self.batch += 1;
     }
 
     /// The iseq at `addr` in `pid` as a number for frames, and the iseq.
@@ -263,6 +202,77 @@ fn runs(frames: &[RbFrameRec]) -> Vec<Vec<RbFrameRec>> {
     }
     out.retain(|r| !r.is_empty());
     out
+}
+
+impl crate::interp::Reader for Rubies {
+    /// Looks at `pid`'s mappings once for a CRuby, and registers it.
+    fn learn(&mut self, pid: u32, maps: &[Mapping]) {
+        if self.procs.contains_key(&pid) || self.not_ruby.contains(&pid) {
+            return;
+        }
+        let mem = ProcessMemory { pid };
+        let Ok(Some(rt)) = discover::find(maps, &mem) else {
+            return;
+        };
+        let what = format!("CRuby {} ({})", rt.version_text(), rt.path);
+        if self.disabled {
+            self.seen.push((
+                pid,
+                format!("{what}: frames not read (--no-interpreter-frames)"),
+            ));
+            self.not_ruby.insert(pid);
+            return;
+        }
+        let (major, minor, _) = rt.version;
+        let config = layout::for_version(major, minor)
+            .and_then(|l| Some((l, rt.ec?)))
+            .and_then(|(l, tls)| Some((l, proc_config(&tls, &l)?)));
+        let Some((layout, config)) = config else {
+            self.seen
+                .push((pid, format!("{what}: not supported, no Ruby frames")));
+            self.not_ruby.insert(pid);
+            return;
+        };
+        // Seen at its exec, the loader may not have relocated libruby yet:
+        // its GOT slot then holds no module id (0), and a walk through it
+        // faults on every sample (one suite run's ruby-gvl: 3,187 of 3,189
+        // chains). Registered once the slot is filled (see `new_batch`).
+        let registered = config.tls_module != 0;
+        if registered {
+            self.to_register.push((pid, config));
+        }
+        self.seen.push((pid, what));
+        self.procs.insert(
+            pid,
+            RbProcess {
+                runtime: rt,
+                layout,
+                iseqs: HashMap::new(),
+                registered,
+            },
+        );
+    }
+
+    /// A process's image was replaced: look at it again.
+    fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+        self.not_ruby.remove(&pid);
+    }
+
+    /// A new batch of samples: iseqs known from earlier are checked again,
+    /// and processes found before their loader was done are registered.
+    fn new_batch(&mut self) {
+        self.register_relocated();
+        self.batch += 1;
+    }
+
+    fn stats(&self) -> &crate::report::Interpreters {
+        &self.stats
+    }
+
+    fn seen(&self) -> &[(u32, String)] {
+        &self.seen
+    }
 }
 
 #[cfg(test)]

@@ -88,62 +88,83 @@ pub struct V8s {
 }
 
 impl V8s {
-    /// Learns whether `pid` (with `maps`) runs a V8 whose constants it
-    /// exports.
-    pub fn learn(&mut self, pid: u32, maps: &[Mapping]) {
-        if self.procs.contains_key(&pid) || self.not_v8.contains(&pid) {
-            return;
-        }
-        let Some((_, path)) = crate::interp::candidate_files(maps, BINARIES).next() else {
-            return;
+    /// The name of function `n` at `line`: `burn (/srv/work.js:12, js)`.
+    pub fn name(&self, n: u64, line: i32) -> Option<String> {
+        let f = self.functions.get(n as usize)?;
+        let name = match f.name.as_deref() {
+            Some("") => "(anonymous)",
+            Some(s) => s,
+            None => "(name unread)",
         };
-        let Some(constants) = layout::constants(&path) else {
-            self.not_v8.insert(pid);
-            return;
+        Some(match (&f.script, line) {
+            (Some(s), l) if l > 0 => format!("{name} ({s}:{l}, {JS_LOCATION})"),
+            (Some(s), _) => format!("{name} ({s}, {JS_LOCATION})"),
+            (None, _) => format!("{name} ({JS_LOCATION})"),
+        })
+    }
+}
+
+impl Isolate {
+    /// The number of the function `shared` describes, read if new (or
+    /// checked again once a batch: its name and script words unchanged).
+    fn function(
+        &mut self,
+        mem: &ProcessMemory,
+        shared: u64,
+        batch: u64,
+        all: &mut Vec<Function>,
+    ) -> Option<u64> {
+        let l = &self.layout;
+        let known = self.functions.get_mut(&shared);
+        if let Some(c) = &known
+            && c.batch == batch
+        {
+            return Some(c.n);
+        }
+        let now = heap::shared_words(mem, l, shared);
+        if let Some(c) = known {
+            // Its words unchanged, or unreadable (the process gone: its
+            // memory can no longer change).
+            if now.is_none_or(|w| w == c.words) {
+                c.batch = batch;
+                return Some(c.n);
+            }
+        }
+        let words = now?;
+        let f = heap::function(mem, l, words);
+        let Script {
+            name: script,
+            lines,
+        } = match f.script {
+            0 => Script {
+                name: None,
+                lines: None,
+            },
+            s => self
+                .scripts
+                .entry(s)
+                .or_insert_with(|| Script {
+                    name: heap::script_name(mem, l, s),
+                    lines: heap::line_starts(mem, l, s).map(Arc::new),
+                })
+                .clone(),
         };
-        match Layout::new(&constants) {
-            Ok(layout) => {
-                self.seen.push((
-                    pid,
-                    format!("V8 ({path}): JavaScript frames read from its heap"),
-                ));
-                self.procs.insert(
-                    pid,
-                    Isolate {
-                        path,
-                        layout,
-                        functions: HashMap::new(),
-                        scripts: HashMap::new(),
-                        shared: HashMap::new(),
-                        positions: HashMap::new(),
-                    },
-                );
-            }
-            Err(e) => {
-                self.seen.push((
-                    pid,
-                    format!("V8 ({path}): its JavaScript frames cannot be read: {e}"),
-                ));
-                self.not_v8.insert(pid);
-            }
-        }
+        let start_line = lines.as_deref().map_or(0, |ls| heap::line_of(ls, f.start));
+        all.push(Function {
+            name: f.name,
+            script,
+            start_line,
+            lines,
+        });
+        let n = (all.len() - 1) as u64;
+        self.functions.insert(shared, Checked { batch, words, n });
+        Some(n)
     }
+}
 
-    pub fn forget(&mut self, pid: u32) {
-        self.procs.remove(&pid);
-        self.not_v8.remove(&pid);
-    }
-
-    pub fn new_batch(&mut self) {
-        self.batch += 1;
-        for p in self.procs.values_mut() {
-            p.shared.clear();
-            p.positions.clear();
-        }
-    }
-
+impl crate::interp::FrameNamer for V8s {
     /// Whether `pid` is a V8 process kerntax reads frames of.
-    pub fn knows(&self, pid: u32) -> bool {
+    fn knows(&self, pid: u32) -> bool {
         self.procs.contains_key(&pid)
     }
 
@@ -151,12 +172,12 @@ impl V8s {
     /// JavaScript functions' frames: in JIT code, or in V8's binary
     /// (Ignition's handlers; `module_paths` names a frame's module);
     /// `word(addr)` reads the stack copied at the sample.
-    pub fn name_frames(
+    fn name_frames(
         &mut self,
         pid: u32,
         frames: &mut [FrameLoc],
         fps: &[u64],
-        word: impl Fn(u64) -> Option<u64>,
+        word: &dyn Fn(u64) -> Option<u64>,
         module_paths: &[String],
     ) {
         let batch = self.batch;
@@ -232,77 +253,68 @@ impl V8s {
             self.stats.walked(false, false, false);
         }
     }
-
-    /// The name of function `n` at `line`: `burn (/srv/work.js:12, js)`.
-    pub fn name(&self, n: u64, line: i32) -> Option<String> {
-        let f = self.functions.get(n as usize)?;
-        let name = match f.name.as_deref() {
-            Some("") => "(anonymous)",
-            Some(s) => s,
-            None => "(name unread)",
-        };
-        Some(match (&f.script, line) {
-            (Some(s), l) if l > 0 => format!("{name} ({s}:{l}, {JS_LOCATION})"),
-            (Some(s), _) => format!("{name} ({s}, {JS_LOCATION})"),
-            (None, _) => format!("{name} ({JS_LOCATION})"),
-        })
-    }
 }
 
-impl Isolate {
-    /// The number of the function `shared` describes, read if new (or
-    /// checked again once a batch: its name and script words unchanged).
-    fn function(
-        &mut self,
-        mem: &ProcessMemory,
-        shared: u64,
-        batch: u64,
-        all: &mut Vec<Function>,
-    ) -> Option<u64> {
-        let l = &self.layout;
-        let known = self.functions.get_mut(&shared);
-        if let Some(c) = &known
-            && c.batch == batch
-        {
-            return Some(c.n);
+impl crate::interp::Reader for V8s {
+    /// Learns whether `pid` (with `maps`) runs a V8 whose constants it
+    /// exports.
+    fn learn(&mut self, pid: u32, maps: &[Mapping]) {
+        if self.procs.contains_key(&pid) || self.not_v8.contains(&pid) {
+            return;
         }
-        let now = heap::shared_words(mem, l, shared);
-        if let Some(c) = known {
-            // Its words unchanged, or unreadable (the process gone: its
-            // memory can no longer change).
-            if now.is_none_or(|w| w == c.words) {
-                c.batch = batch;
-                return Some(c.n);
+        let Some((_, path)) = crate::interp::candidate_files(maps, BINARIES).next() else {
+            return;
+        };
+        let Some(constants) = layout::constants(&path) else {
+            self.not_v8.insert(pid);
+            return;
+        };
+        match Layout::new(&constants) {
+            Ok(layout) => {
+                self.seen.push((
+                    pid,
+                    format!("V8 ({path}): JavaScript frames read from its heap"),
+                ));
+                self.procs.insert(
+                    pid,
+                    Isolate {
+                        path,
+                        layout,
+                        functions: HashMap::new(),
+                        scripts: HashMap::new(),
+                        shared: HashMap::new(),
+                        positions: HashMap::new(),
+                    },
+                );
+            }
+            Err(e) => {
+                self.seen.push((
+                    pid,
+                    format!("V8 ({path}): its JavaScript frames cannot be read: {e}"),
+                ));
+                self.not_v8.insert(pid);
             }
         }
-        let words = now?;
-        let f = heap::function(mem, l, words);
-        let Script {
-            name: script,
-            lines,
-        } = match f.script {
-            0 => Script {
-                name: None,
-                lines: None,
-            },
-            s => self
-                .scripts
-                .entry(s)
-                .or_insert_with(|| Script {
-                    name: heap::script_name(mem, l, s),
-                    lines: heap::line_starts(mem, l, s).map(Arc::new),
-                })
-                .clone(),
-        };
-        let start_line = lines.as_deref().map_or(0, |ls| heap::line_of(ls, f.start));
-        all.push(Function {
-            name: f.name,
-            script,
-            start_line,
-            lines,
-        });
-        let n = (all.len() - 1) as u64;
-        self.functions.insert(shared, Checked { batch, words, n });
-        Some(n)
+    }
+
+    fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+        self.not_v8.remove(&pid);
+    }
+
+    fn new_batch(&mut self) {
+        self.batch += 1;
+        for p in self.procs.values_mut() {
+            p.shared.clear();
+            p.positions.clear();
+        }
+    }
+
+    fn stats(&self) -> &crate::report::Interpreters {
+        &self.stats
+    }
+
+    fn seen(&self) -> &[(u32, String)] {
+        &self.seen
     }
 }

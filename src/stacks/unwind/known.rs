@@ -83,10 +83,9 @@ impl Unwinding {
     /// Keeps `mappings` as `pid`'s memory map, for unwinding and naming.
     pub(super) fn keep(&mut self, pid: u32, mappings: Vec<Mapping>) {
         if pid != std::process::id() {
-            self.python.learn(pid, &mappings);
-            self.ruby.learn(pid, &mappings);
-            self.java.learn(pid, &mappings);
-            self.js.learn(pid, &mappings);
+            for r in self.readers_mut() {
+                r.learn(pid, &mappings);
+            }
         }
         let p = self.build(&mappings);
         self.procs.insert(pid, p);

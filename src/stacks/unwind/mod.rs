@@ -130,10 +130,9 @@ impl Unwinding {
     pub fn on_exec(&mut self, pid: u32, filename: &str) {
         self.before_exec.remove(&pid);
         self.procs.remove(&pid);
-        self.python.forget(pid);
-        self.ruby.forget(pid);
-        self.java.forget(pid);
-        self.js.forget(pid);
+        for r in self.readers_mut() {
+            r.forget(pid);
+        }
         self.forked_from.remove(&pid);
         // The program before the exec is not the one it runs now: learnt
         // from /proc/PID/exe, then from the name the exec gave, if found.
@@ -270,10 +269,29 @@ impl Unwinding {
     /// A new batch of samples: a process's map may be read again once.
     pub fn new_batch(&mut self) {
         self.reread.clear();
-        self.python.new_batch();
-        self.ruby.new_batch();
-        self.java.new_batch();
-        self.js.new_batch();
+        for r in self.readers_mut() {
+            r.new_batch();
+        }
+    }
+
+    /// Every runtime's frame reader: the one list a new runtime's reader
+    /// joins (with its field above).
+    pub fn readers(&self) -> [&dyn crate::interp::Reader; 4] {
+        [&self.python, &self.ruby, &self.java, &self.js]
+    }
+
+    pub fn readers_mut(&mut self) -> [&mut dyn crate::interp::Reader; 4] {
+        [
+            &mut self.python,
+            &mut self.ruby,
+            &mut self.java,
+            &mut self.js,
+        ]
+    }
+
+    /// The readers that name frames of the native stack.
+    fn namers_mut(&mut self) -> [&mut dyn crate::interp::FrameNamer; 2] {
+        [&mut self.java, &mut self.js]
     }
 }
 

@@ -110,15 +110,13 @@ impl Unwinding {
             refused,
         } = w;
         self.stats.frames_in_lost_maps += u64::from(refused);
-        if self.java.knows(owner) {
-            self.java
-                .name_frames(owner, &mut frames, &fps, |a| stack_word(s, a));
+        let paths = std::mem::take(&mut self.modules.paths);
+        for r in self.namers_mut() {
+            if r.knows(owner) {
+                r.name_frames(owner, &mut frames, &fps, &|a| stack_word(s, a), &paths);
+            }
         }
-        if self.js.knows(owner) {
-            let paths = &self.modules.paths;
-            self.js
-                .name_frames(owner, &mut frames, &fps, |a| stack_word(s, a), paths);
-        }
+        self.modules.paths = paths;
         if truncated {
             self.stats.truncated += 1;
         }
