@@ -11,15 +11,17 @@ pub use crate::runtime::KnownPattern;
 /// The known pattern a syscall from a call site with `frames` (innermost
 /// first) is, if any.
 pub fn known(syscall: &str, frames: &[String]) -> Option<&'static KnownPattern> {
-    crate::runtime::all_of(|r| r.patterns).find(|p| {
-        p.syscalls.contains(&syscall)
-            && frames.iter().any(|f| {
-                let name = function(f).trim_start_matches('_');
-                p.frames
-                    .iter()
-                    .any(|k| name == k.trim_start_matches('_') || name.contains(k))
-            })
-    })
+    crate::runtime::all_of(|r| r.patterns)
+        .find(|p| p.syscalls.contains(&syscall) && frames.iter().any(|f| is_pattern_frame(p, f)))
+}
+
+/// Whether a frame is one of a pattern's library functions: its whole
+/// name (leading underscores aside) or a part of it.
+pub fn is_pattern_frame(p: &KnownPattern, frame: &str) -> bool {
+    let name = function(frame).trim_start_matches('_');
+    p.frames
+        .iter()
+        .any(|k| name == k.trim_start_matches('_') || name.contains(k))
 }
 
 #[cfg(test)]

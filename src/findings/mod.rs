@@ -10,6 +10,7 @@
 mod common;
 pub mod io_synchronous;
 pub mod known;
+pub mod known_pattern;
 pub mod lock_contended_site;
 pub mod lock_exclusive_hot;
 pub mod lock_futile_churn;
@@ -28,6 +29,7 @@ type Rule = fn(&Report) -> Vec<Finding>;
 
 const RULES: &[Rule] = &[
     io_synchronous::check,
+    known_pattern::check,
     lock_contended_site::check,
     lock_exclusive_hot::check,
     lock_futile_churn::check,
@@ -81,7 +83,30 @@ pub fn analyse(r: &Report) -> Vec<Finding> {
             .map_or(ranked.len(), |i| i + 1);
         ranked.insert(at, f);
     }
+    explained_by_patterns(&mut ranked);
     ranked
+}
+
+/// A finding whose culprit's stack runs through a library call a
+/// `syscall.known-pattern` finding names is that call's symptom (an event
+/// loop that paces its pool by handing it a getaddrinfo per request): the
+/// pattern's finding moves up before it.
+pub(crate) fn explained_by_patterns(ranked: &mut Vec<Finding>) {
+    for k in 0..ranked.len() {
+        let Some(p) = known_pattern::pattern_of(&ranked[k]) else {
+            continue;
+        };
+        let symptom = ranked[..k].iter().position(|g| {
+            g.culprit
+                .frames
+                .iter()
+                .any(|f| known::is_pattern_frame(p, f))
+        });
+        if let Some(at) = symptom {
+            let f = ranked.remove(k);
+            ranked.insert(at, f);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use crate::report::*;
 
 const WALL: u64 = 1_000_000_000;
 /// How far past a threshold the two sides sit.
-const UP: f64 = 1.02;
-const DOWN: f64 = 0.98;
+pub(crate) const UP: f64 = 1.02;
+pub(crate) const DOWN: f64 = 0.98;
 
 pub(crate) fn base() -> Report {
     let mut r = build(sample_inputs());

@@ -163,6 +163,39 @@ pub const MALLOC_ARENA: RuntimeLock = RuntimeLock {
 
 const PATTERNS: &[KnownPattern] = &[
     KnownPattern {
+        // glibc resolv/nss (2.36: nss/nss_files, inet/check_pf.c): every
+        // getaddrinfo checks /etc/resolv.conf and nsswitch.conf for changes
+        // (a stat each), opens and reads /etc/hosts through stdio, and,
+        // with AI_ADDRCONFIG (Node's dns.lookup's default hints), asks the
+        // kernel for the host's addresses over a fresh netlink socket
+        // (__check_pf: socket, bind, getsockname, sendto, recvmsg, close).
+        // Only the local bookkeeping is listed: a query to a DNS server
+        // (connect, sendmmsg, poll, recvfrom) is I/O.
+        name: "glibc's getaddrinfo resolves the name again on every call",
+        syscalls: &[
+            "socket",
+            "bind",
+            "getsockname",
+            "sendto",
+            "recvmsg",
+            "close",
+            "openat",
+            "read",
+            "newfstatat",
+            "fstat",
+            "lseek",
+        ],
+        frames: &["getaddrinfo", "gaih_inet", "__check_pf"],
+        fix: "getaddrinfo checks /etc/resolv.conf and /etc/nsswitch.conf for changes, opens \
+              and reads /etc/hosts, and (with AI_ADDRCONFIG) asks the kernel for the host's own \
+              addresses over a netlink socket, on every call: about a dozen system calls per \
+              name resolved, paid again for each request or connection that resolves its host \
+              (in Node.js on libuv's thread pool, 4 threads by default, where every lookup also \
+              queues). Resolve the name once and reuse the address (connect by address, or \
+              cache the lookups: a caching `lookup` function, nscd or systemd-resolved), or \
+              reuse connections (keep-alive: http.Agent({ keepAlive: true })).",
+    },
+    KnownPattern {
         // glibc time/tzset.c: tzset_internal re-reads TZ and, with TZ
         // unset, stats /etc/localtime on every localtime/mktime/strftime.
         name: "glibc re-reads the time zone on every call with TZ unset",

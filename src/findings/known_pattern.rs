@@ -1,0 +1,251 @@
+//! `syscall.known-pattern` (issue 38): a standard library call known to
+//! make several system calls every time it runs, called so often that
+//! those calls together are the program's main traffic with the kernel,
+//! though no one of them storms alone. glibc's getaddrinfo, called per
+//! request by a Node.js client (dns.lookup on libuv's thread pool), makes
+//! about fifteen: a netlink socket's round trip, /etc/hosts read through
+//! stdio, stats of resolv.conf and nsswitch.conf; each syscall is a few
+//! thousand a second, under `syscall.storm`'s bar, and the finding that
+//! fired instead named the event loop as the pool's bottleneck with a
+//! generic remedy, while connecting by address served 50% more requests.
+//!
+//! The signal is the library's own frames on each call site (the
+//! runtimes' `patterns`, `crate::runtime`): calls are counted for a
+//! pattern only when their stack runs through its functions, never by a
+//! program's names. A pattern whose calls storm one syscall on their own
+//! is left to `syscall.storm`, which gives the same fix.
+
+use super::common::*;
+use super::known::is_pattern_frame;
+use crate::report::{Culprit, CulpritKind, Finding, Report};
+use crate::runtime::KnownPattern;
+use crate::units::short;
+
+pub const ID: &str = "syscall.known-pattern";
+/// The pattern's calls, all its syscalls together (as `syscall.storm`'s
+/// bar for one syscall).
+pub const MIN_CALLS_PER_S: f64 = 10_000.0;
+/// Its calls' share of all the program's syscalls: its main traffic with
+/// the kernel.
+pub const MIN_CALL_SHARE: f64 = 0.25;
+/// System time's share of the target's CPU time (as `syscall.storm`).
+pub const MIN_SYSTEM_SHARE: f64 = 0.2;
+
+/// A pattern's calls in a report: how many, their time, and the call site
+/// that made most of them.
+struct Tally<'a> {
+    pattern: &'static KnownPattern,
+    calls: f64,
+    ns: f64,
+    /// Its syscalls by calls, most first.
+    syscalls: Vec<(&'a str, f64)>,
+    top: Option<(&'a str, &'a [String], f64)>,
+}
+
+fn tally<'a>(r: &'a Report, pattern: &'static KnownPattern) -> Tally<'a> {
+    let mut t = Tally {
+        pattern,
+        calls: 0.0,
+        ns: 0.0,
+        syscalls: vec![],
+        top: None,
+    };
+    for s in r
+        .syscalls
+        .iter()
+        .filter(|s| pattern.syscalls.contains(&s.name.as_str()))
+    {
+        let mut calls = 0.0;
+        for c in &s.callsites {
+            if c.frames.iter().any(|f| is_pattern_frame(pattern, f)) {
+                calls += c.calls as f64;
+                if t.top.is_none_or(|(_, _, n)| (c.calls as f64) > n) {
+                    t.top = Some((&s.name, &c.frames, c.calls as f64));
+                }
+            }
+        }
+        if calls > 0.0 {
+            t.calls += calls;
+            t.ns += s.total_ns as f64 * ratio(calls, s.calls as f64);
+            t.syscalls.push((&s.name, calls));
+        }
+    }
+    t.syscalls
+        .sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    t
+}
+
+pub fn check(r: &Report) -> Vec<Finding> {
+    let stormed: Vec<String> = super::syscall_storm::check(r)
+        .into_iter()
+        .map(|f| f.title)
+        .collect();
+    let system_share = ratio(r.summary.sys_ns as f64, cpu_ns(r));
+    let wall_s = wall_ns(r) / 1e9;
+    crate::runtime::all_of(|rt| rt.patterns)
+        .filter(|p| !stormed.iter().any(|t| t.ends_with(p.name)))
+        .map(|p| tally(r, p))
+        .filter(|t| t.calls > 0.0)
+        .filter_map(|t| {
+            let rate = ratio(t.calls, wall_s);
+            let share = ratio(t.calls, r.summary.syscalls as f64);
+            let (syscall, frames, _) = t.top?;
+            let at = call_site_past(frames, t.pattern)
+                .map(|f| format!(" from {f}"))
+                .unwrap_or_default();
+            let which: Vec<String> = t
+                .syscalls
+                .iter()
+                .take(4)
+                .map(|(n, c)| format!("{n} {}", short(ratio(*c, wall_s))))
+                .collect();
+            Draft {
+                id: ID,
+                title: format!(
+                    "{}{at}: {} system calls a second ({}/s)",
+                    t.pattern.name,
+                    short(rate),
+                    which.join(", ")
+                ),
+                severity: ratio(t.ns, cpu_ns(r)),
+                evidence: vec![
+                    at_least("calls_per_s", rate, MIN_CALLS_PER_S),
+                    at_least("call_share", share, MIN_CALL_SHARE),
+                    at_least("system_share", system_share, MIN_SYSTEM_SHARE),
+                ],
+                culprit: Culprit {
+                    kind: CulpritKind::Syscall,
+                    name: syscall.to_string(),
+                    frames: frames.to_vec(),
+                },
+                remedy: t.pattern.fix.to_string(),
+                expected_gain: cpu_gain(
+                    r,
+                    t.ns,
+                    "the time in the system calls the library makes on these call sites",
+                ),
+            }
+            .fire()
+        })
+        .collect()
+}
+
+/// The pattern a `syscall.known-pattern` finding names.
+pub fn pattern_of(f: &Finding) -> Option<&'static KnownPattern> {
+    (f.id == ID)
+        .then(|| crate::runtime::all_of(|r| r.patterns).find(|p| f.title.starts_with(p.name)))
+        .flatten()
+}
+
+/// The first frame outward past the pattern's own library functions on a
+/// call site (innermost first): what called the library. A library
+/// function's name ends with the pattern's (`__GI_getaddrinfo`), where a
+/// caller's may only contain it (libuv's `uv__getaddrinfo_work`).
+fn call_site_past(frames: &[String], p: &KnownPattern) -> Option<String> {
+    let own = |f: &String| {
+        let name = crate::frame::short_function(crate::frame::function(f));
+        p.frames.iter().any(|k| name.ends_with(k))
+    };
+    let last = frames.iter().rposition(own)?;
+    call_site(&frames[last + 1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::Rule;
+    use crate::findings::tests::{DOWN, UP, base, fired, syscall_report};
+    use crate::report::Callsite;
+
+    fn site(frames: &[&str], calls: u64) -> Callsite {
+        Callsite {
+            frames: frames.iter().map(|s| s.to_string()).collect(),
+            calls,
+            calls_estimated: true,
+            samples: 10,
+        }
+    }
+
+    /// A Node.js client resolving its server's name per request: each
+    /// lookup's syscalls on libuv's pool, none storming alone, and the
+    /// program's own other calls.
+    fn lookups(per_s: f64, call_share: f64, system_share: f64) -> Report {
+        let mut r = base();
+        let each = per_s / 4.0;
+        let via = [
+            "__check_pf (check_pf.c:328)",
+            "__GI_getaddrinfo (getaddrinfo.c:2348)",
+            "uv__getaddrinfo_work (getaddrinfo.c:103)",
+            "worker (threadpool.c:122)",
+        ];
+        for name in ["socket", "sendto", "recvmsg", "close"] {
+            let mut s = syscall_report(name, each as u64, 5_000.0);
+            let mut frames = vec![format!("__GI_{name} (syscall-template.S:120)")];
+            frames.extend(via.iter().map(|f| f.to_string()));
+            let frames: Vec<&str> = frames.iter().map(String::as_str).collect();
+            s.callsites = vec![site(&frames, each as u64)];
+            r.syscalls.push(s);
+        }
+        r.summary.syscalls = (per_s / call_share) as u64;
+        r.summary.syscalls_per_s = r.summary.syscalls as f64;
+        r.summary.sys_ns = (system_share * 1e9) as u64;
+        r.summary.user_ns = 1_000_000_000 - r.summary.sys_ns;
+        r
+    }
+
+    #[test]
+    fn known_pattern_thresholds() {
+        let rule: Rule = check;
+        let ok = (
+            MIN_CALLS_PER_S * UP,
+            MIN_CALL_SHARE * UP,
+            MIN_SYSTEM_SHARE * UP,
+        );
+        assert!(fired(rule, &lookups(ok.0, ok.1, ok.2)));
+        assert!(!fired(rule, &lookups(MIN_CALLS_PER_S * DOWN, ok.1, ok.2)));
+        assert!(!fired(rule, &lookups(ok.0, MIN_CALL_SHARE * DOWN, ok.2)));
+        assert!(!fired(rule, &lookups(ok.0, ok.1, MIN_SYSTEM_SHARE * DOWN)));
+        let f = &check(&lookups(ok.0, ok.1, ok.2))[0];
+        assert!(
+            f.title.starts_with(
+                "glibc's getaddrinfo resolves the name again on every call from \
+                 uv__getaddrinfo_work"
+            ),
+            "{}",
+            f.title
+        );
+        assert!(f.remedy.contains("keepAlive"), "{}", f.remedy);
+    }
+
+    /// The same syscalls from the program's own code are no pattern's.
+    #[test]
+    fn calls_not_through_the_library_are_not_counted() {
+        let mut r = lookups(1e5, 1.0, 0.8);
+        for s in &mut r.syscalls {
+            s.callsites[0].frames.truncate(1);
+            s.callsites[0].frames.push("resolve_peer (app.c:10)".into());
+        }
+        assert!(check(&r).is_empty());
+    }
+
+    /// The event loop that paces its pool by handing it a lookup per
+    /// request is the pattern's symptom: the pattern ranks first.
+    #[test]
+    fn a_finding_whose_culprit_runs_through_the_pattern_follows_it() {
+        let pattern = check(&lookups(1e5, 1.0, 0.8)).remove(0);
+        let mut bottleneck = pattern.clone();
+        bottleneck.id = "wait.bottleneck".into();
+        bottleneck.culprit.frames = vec![
+            "uv__work_submit (threadpool.c:274)".into(),
+            "uv_getaddrinfo (getaddrinfo.c:206)".into(),
+        ];
+        let mut other = bottleneck.clone();
+        other.culprit.frames = vec!["handle (app.c:3)".into()];
+        let mut ranked = vec![bottleneck.clone(), pattern.clone()];
+        crate::findings::explained_by_patterns(&mut ranked);
+        assert_eq!(ranked[0].id, ID);
+        let mut ranked = vec![other, pattern];
+        crate::findings::explained_by_patterns(&mut ranked);
+        assert_eq!(ranked[1].id, ID);
+    }
+}
