@@ -22,6 +22,8 @@ mod gzip_starved;
 mod mariadb_hot_row;
 #[path = "real/memcached-hot-key/test.rs"]
 mod memcached_hot_key;
+#[path = "real/node-lookup/test.rs"]
+mod node_lookup;
 #[path = "real/node-spin/test.rs"]
 mod node_spin;
 #[path = "real/python-gil-churn/test.rs"]
@@ -291,6 +293,11 @@ const PROGRAMS: &[Program] = &[
         name: "memcached-hot-key",
         first: Some("lock.futile-churn"),
         holds: memcached_hot_key::memcached_workers_churn_the_item_lock_of_one_hot_key_and_of_own_keys_do_not_holds,
+    },
+    Program {
+        name: "node-lookup",
+        first: Some("syscall.known-pattern"),
+        holds: node_lookup::a_node_client_resolving_its_peer_per_connection_pays_getaddrinfos_syscalls_and_by_address_does_not_holds,
     },
     Program {
         name: "node-spin",
