@@ -197,7 +197,10 @@ pub fn classify(
         return (WaitClass::Contention, ev);
     }
     let timeout_share = a.timed_out / waits;
+    // An I/O multiplexer's timeout is its loop's timer (an event loop's
+    // epoll_pwait until its next timer is due), never a lock handed over.
     if timeout_share >= MIN_TIMEOUT_SHARE
+        && prior != WaitPrior::Io
         && a.woken / waits >= MIN_RETRY_WOKEN_SHARE
         && work
         && per_waiter > MAX_PARKED_WAITS

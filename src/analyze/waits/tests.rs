@@ -1274,3 +1274,43 @@ fn a_result_passed_on_from_another_process_is_a_peers_reply() {
         local.evidence
     );
 }
+
+/// Issue 38: waits that mostly time out and retry, by busy threads, are a
+/// lock handed over with a timed wait (a GIL's) on a futex; in an event
+/// loop's epoll_pwait, which times out when its next timer is due (two of
+/// node's loops, "2 threads queue at uv__io_poll"), they are I/O.
+#[test]
+fn an_event_loops_timeouts_are_no_lock_handed_over() {
+    use super::acc::SiteAcc;
+    use super::classify::{FromPeer, classify};
+    use super::signals::{Busy, Handovers, Nesting};
+    use crate::report::WaitPrior;
+    let site = |prior: WaitPrior| {
+        let mut a = SiteAcc {
+            count: 64.0,
+            timed_out: 60.0,
+            woken: 4.0,
+            ns: 2e9,
+            ..Default::default()
+        };
+        a.waiters.extend([1, 2]);
+        a.priors.insert(prior, 2e9);
+        let busy = Busy {
+            run_share: 1.0,
+            between_share: 1.0,
+        };
+        classify(
+            &a,
+            busy,
+            &Handovers::default(),
+            Nesting::default(),
+            &FromPeer::default(),
+            WALL as f64,
+        )
+    };
+    const { assert!(60.0 / 64.0 >= MIN_TIMEOUT_SHARE && 4.0 / 64.0 >= MIN_RETRY_WOKEN_SHARE) };
+    let (class, evidence) = site(WaitPrior::Condition);
+    assert_eq!(class, WaitClass::Contention, "{evidence:?}");
+    let (class, evidence) = site(WaitPrior::Io);
+    assert_ne!(class, WaitClass::Contention, "{evidence:?}");
+}
