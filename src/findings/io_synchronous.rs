@@ -278,4 +278,39 @@ mod tests {
         r.offcpu[0].reasons[0].reason = OffCpuReason::BlockingSyscall;
         assert!(check(&r).is_empty());
     }
+
+    /// A live sqlite-commits run (issue 38's CI of 2026-12-02): the
+    /// commits' own writes, through SQLite's pager, were many enough for
+    /// `syscall.known-pattern` to name SQLite's fix first, ahead of the
+    /// wait for the disk that is their cost. A pattern this rule gives the
+    /// fix of is left to it.
+    #[test]
+    fn a_pattern_whose_flushes_are_waited_for_is_this_rules() {
+        let with_writes = |r: &mut Report| {
+            let mut w = syscall_report("pwrite64", 100_000, 2_000.0);
+            w.callsites = vec![crate::report::Callsite {
+                frames: vec![
+                    "__libc_pwrite64 (pwrite64.c:25)".into(),
+                    "sqlite3PagerCommitPhaseOne (libsqlite3.so.0)".into(),
+                    "main (app.c:9)".into(),
+                ],
+                calls: 100_000,
+                calls_estimated: true,
+                samples: 10,
+            }];
+            r.syscalls.push(w);
+            r.summary.syscalls = 200_000;
+            r.summary.sys_ns = 600_000_000;
+            r.summary.user_ns = 400_000_000;
+        };
+        let mut r = flushing(0.6, 8000.0, 300_000.0);
+        with_writes(&mut r);
+        assert!(fires(&r));
+        assert!(super::super::known_pattern::check(&r).is_empty());
+        // Were the flushes not waited for, the pattern is named.
+        r.offcpu[0].reasons[0].reason = OffCpuReason::BlockingSyscall;
+        assert!(!fires(&r));
+        let f = &super::super::known_pattern::check(&r)[0];
+        assert!(f.title.starts_with("SQLite commits"), "{}", f.title);
+    }
 }

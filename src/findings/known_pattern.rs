@@ -13,8 +13,11 @@
 //! The signal is the library's own frames on each call site (the
 //! runtimes' `patterns`, `crate::runtime`): calls are counted for a
 //! pattern only when their stack runs through its functions, never by a
-//! program's names. A pattern whose calls storm one syscall on their own
-//! is left to `syscall.storm`, which gives the same fix.
+//! program's names. A pattern whose calls storm one syscall on their own,
+//! or whose flushes the program waits for, is left to `syscall.storm` or
+//! `io.synchronous`, which give the same fix (a live sqlite-commits run
+//! once had its commits' writes named here first, ahead of the wait for
+//! the disk that is their cost).
 
 use super::common::*;
 use super::known::is_pattern_frame;
@@ -77,14 +80,18 @@ fn tally<'a>(r: &'a Report, pattern: &'static KnownPattern) -> Tally<'a> {
 }
 
 pub fn check(r: &Report) -> Vec<Finding> {
-    let stormed: Vec<String> = super::syscall_storm::check(r)
+    // The fixes other rules already give: a pattern whose syscalls storm
+    // (`syscall.storm`) or whose flushes the program waits for
+    // (`io.synchronous`: SQLite's commits) is left to them.
+    let given: Vec<String> = super::syscall_storm::check(r)
         .into_iter()
-        .map(|f| f.title)
+        .chain(super::io_synchronous::check(r))
+        .map(|f| f.remedy)
         .collect();
     let system_share = ratio(r.summary.sys_ns as f64, cpu_ns(r));
     let wall_s = wall_ns(r) / 1e9;
     crate::runtime::all_of(|rt| rt.patterns)
-        .filter(|p| !stormed.iter().any(|t| t.ends_with(p.name)))
+        .filter(|p| !given.iter().any(|g| g.contains(p.fix)))
         .map(|p| tally(r, p))
         .filter(|t| t.calls > 0.0)
         .filter_map(|t| {
