@@ -80,9 +80,17 @@ fn tally<'a>(r: &'a Report, pattern: &'static KnownPattern) -> Tally<'a> {
 }
 
 pub fn check(r: &Report) -> Vec<Finding> {
+    let tallies: Vec<Tally> = crate::runtime::all_of(|rt| rt.patterns)
+        .map(|p| tally(r, p))
+        .filter(|t| t.calls > 0.0)
+        .collect();
+    if tallies.is_empty() {
+        return vec![];
+    }
     // The fixes other rules already give: a pattern whose syscalls storm
     // (`syscall.storm`) or whose flushes the program waits for
-    // (`io.synchronous`: SQLite's commits) is left to them.
+    // (`io.synchronous`: SQLite's commits) is left to them. Asked only of
+    // a report where some pattern's calls were made.
     let given: Vec<String> = super::syscall_storm::check(r)
         .into_iter()
         .chain(super::io_synchronous::check(r))
@@ -90,10 +98,9 @@ pub fn check(r: &Report) -> Vec<Finding> {
         .collect();
     let system_share = ratio(r.summary.sys_ns as f64, cpu_ns(r));
     let wall_s = wall_ns(r) / 1e9;
-    crate::runtime::all_of(|rt| rt.patterns)
-        .filter(|p| !given.iter().any(|g| g.contains(p.fix)))
-        .map(|p| tally(r, p))
-        .filter(|t| t.calls > 0.0)
+    tallies
+        .into_iter()
+        .filter(|t| !given.iter().any(|g| g.contains(t.pattern.fix)))
         .filter_map(|t| {
             let rate = ratio(t.calls, wall_s);
             let share = ratio(t.calls, r.summary.syscalls as f64);
