@@ -21,7 +21,7 @@
 
 use super::common::*;
 use super::known::is_pattern_frame;
-use crate::report::{Culprit, CulpritKind, Finding, Report};
+use crate::report::{Culprit, CulpritKind, Finding, Report, SyscallReport};
 use crate::runtime::KnownPattern;
 use crate::units::short;
 
@@ -57,7 +57,7 @@ fn tally<'a>(r: &'a Report, pattern: &'static KnownPattern) -> Tally<'a> {
     for s in r
         .syscalls
         .iter()
-        .filter(|s| pattern.syscalls.contains(&s.name.as_str()))
+        .filter(|s| pattern.syscalls.contains(&s.name.as_str()) && small_enough(pattern, s))
     {
         let mut calls = 0.0;
         for c in &s.callsites {
@@ -77,6 +77,16 @@ fn tally<'a>(r: &'a Report, pattern: &'static KnownPattern) -> Tally<'a> {
     t.syscalls
         .sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
     t
+}
+
+/// Whether a syscall's calls are the pattern's by their size: a pattern of
+/// small transfers counts a data syscall only when it asks for no more
+/// than the pattern's bytes per call on average.
+fn small_enough(pattern: &KnownPattern, s: &SyscallReport) -> bool {
+    pattern.max_bytes_per_call.is_none_or(|max| {
+        !crate::names::moves_data(&s.name)
+            || s.bytes_requested as f64 <= max as f64 * s.calls as f64
+    })
 }
 
 pub fn check(r: &Report) -> Vec<Finding> {
@@ -241,6 +251,50 @@ mod tests {
             s.callsites[0].frames.push("resolve_peer (app.c:10)".into());
         }
         assert!(check(&r).is_empty());
+    }
+
+    /// A Go program logging each request through log.Logger on a file:
+    /// one write of `bytes` per line (tests/fixtures/go/logger.go).
+    fn go_lines(bytes: u64) -> Report {
+        let mut r = base();
+        let calls = 200_000;
+        let mut s = syscall_report("write", calls, 2_000.0);
+        s.bytes_requested = bytes * calls;
+        s.callsites = vec![site(
+            &[
+                "runtime/internal/syscall.Syscall6 (asm_linux_amd64.s:36)",
+                "syscall.Syscall (syscall_linux.go:90)",
+                "syscall.write (zsyscall_linux_amd64.go:924)",
+                "internal/poll.(*FD).Write (fd_unix.go:267)",
+                "os.(*File).write (file_posix.go:48) [inlined]",
+                "os.(*File).Write (file.go:176)",
+                "log.(*Logger).Output (log.go:194)",
+                "log.(*Logger).Printf (log.go:206)",
+                "main.serve (logger.go:40)",
+            ],
+            calls,
+        )];
+        r.syscalls.push(s);
+        r.summary.syscalls = calls;
+        r.summary.sys_ns = 600_000_000;
+        r.summary.user_ns = 400_000_000;
+        r
+    }
+
+    /// Issue 38: a line's write through Go's os.File is the pattern when
+    /// it is small; a bulk copy through the same functions is not.
+    #[test]
+    fn go_writes_of_lines_are_the_pattern_and_bulk_writes_are_not() {
+        let max = crate::runtime::go::MAX_LINE_WRITE_BYTES;
+        let f = &check(&go_lines(max))[0];
+        assert!(
+            f.title
+                .starts_with("Go writes every line to its file with a system call of its own from log.(*Logger).Output"),
+            "{}",
+            f.title
+        );
+        assert!(f.remedy.contains("bufio.Writer"), "{}", f.remedy);
+        assert!(check(&go_lines(max + 1)).is_empty());
     }
 
     /// The event loop that paces its pool by handing it a lookup per

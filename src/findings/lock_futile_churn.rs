@@ -4,12 +4,28 @@
 //! (EAGAIN), wake calls that find nobody to wake, and the cache line
 //! bouncing between CPUs. Little time is spent asleep, so rules that look
 //! for waiting miss it; the system time and the rate give it away.
+//!
+//! A word of an interpreter's global lock (a GIL's mutex) churns because
+//! its threads give the lock up at every blocking call: no striping or
+//! lock-free structure applies, and the runtime's churn remedy is the fix
+//! (a CI run named the GIL's mutex here with the generic remedy).
 
 use super::common::*;
+use crate::analyze::runtime_locks;
 use crate::report::{Finding, Report};
 use crate::units::short;
 
 pub const ID: &str = "lock.futile-churn";
+
+/// What to do about a lock of the program's own that churns.
+const GENERAL_REMEDY: &str = "Threads take this lock for very short holds, so often that they keep \
+    colliding: most wait calls find it already changed and return at once, \
+    most wake calls find nobody asleep, and its cache line moves from CPU \
+    to CPU on every acquisition. Take it less often (batch the operations, \
+    keep a per-thread cache in front of it), split it (a striped lock: N \
+    locks chosen by hash of the key, as a sharded cache does), or make the \
+    structure lock-free for reads; fewer threads than CPUs on it also \
+    stops the futile calls.";
 /// Wait calls on the lock per second.
 pub const MIN_WAITS_PER_S: f64 = 5_000.0;
 /// Share of the wait calls that returned at once (EAGAIN).
@@ -47,15 +63,9 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     at_least("waiting_threads", f64::from(l.threads), MIN_THREADS),
                 ],
                 culprit: lock_culprit(l),
-                remedy: "Threads take this lock for very short holds, so often that they keep \
-                         colliding: most wait calls find it already changed and return at once, \
-                         most wake calls find nobody asleep, and its cache line moves from CPU \
-                         to CPU on every acquisition. Take it less often (batch the operations, \
-                         keep a per-thread cache in front of it), split it (a striped lock: N \
-                         locks chosen by hash of the key, as a sharded cache does), or make the \
-                         structure lock-free for reads; fewer threads than CPUs on it also \
-                         stops the futile calls."
-                    .into(),
+                remedy: runtime_locks::by_name(l.runtime_lock.as_deref().unwrap_or_default())
+                    .and_then(|rl| rl.churn_remedy)
+                    .map_or_else(|| GENERAL_REMEDY.to_string(), str::to_string),
                 expected_gain: cpu_gain(
                     r,
                     l.cpu_ns as f64,

@@ -461,6 +461,21 @@ fn futile_churn_thresholds() {
     );
 }
 
+/// A CI run (python-gil-churn) named the GIL's mutex as futile churn
+/// with the remedy of a lock of the program's own: a word of an
+/// interpreter's lock gets the runtime's churn remedy.
+#[test]
+fn an_interpreter_locks_futile_churn_gets_the_runtimes_remedy() {
+    use lock_futile_churn::*;
+    let mut r = futile(MIN_WAITS_PER_S * UP, 0.5, 0.2, 4);
+    r.locks[0].runtime_lock = Some("CPython's GIL".into());
+    let f = &check(&r)[0];
+    assert!(f.remedy.contains("fewer and larger"), "{}", f.remedy);
+    assert!(!f.remedy.contains("striped"), "{}", f.remedy);
+    let own = &check(&futile(MIN_WAITS_PER_S * UP, 0.5, 0.2, 4))[0];
+    assert!(own.remedy.contains("striped"), "{}", own.remedy);
+}
+
 // lock.handoff-churn
 
 fn churn(wakes_per_s: f64, mean_wait_ns: f64, cpu_share: f64) -> Report {
@@ -500,17 +515,25 @@ fn handoff_churn_thresholds() {
 fn an_interpreter_locks_churn_is_judged_whole_issue_37() {
     use lock_handoff_churn::*;
     let rule: Rule = check;
-    let gil = |wakes_per_s: f64, mean_wait_ns: f64, cpu_share: f64| {
-        let mut r = churn(wakes_per_s / 2.0, mean_wait_ns, cpu_share / 2.0);
+    // `queued` threads wait for it on average, each wait `turns` turns
+    // of `turn_ns`.
+    let queued_gil = |wakes_per_s: f64, turn_ns: f64, cpu_share: f64, queued: f64| {
+        let mut r = churn(wakes_per_s / 2.0, turn_ns * queued, cpu_share / 2.0);
+        let wall = r.duration_ns as f64;
+        r.locks[0].waits = (queued * wall / (2.0 * turn_ns * queued)) as u64;
+        r.locks[0].wait_ns = (queued * wall / 2.0) as u64;
         r.locks[0].runtime_lock = Some("CPython's GIL".into());
         let mut cond = r.locks[0].clone();
         cond.kind = LockKind::Condvar;
         r.locks.push(cond);
         r
     };
+    let gil = |wakes_per_s: f64, turn_ns: f64, cpu_share: f64| {
+        queued_gil(wakes_per_s, turn_ns, cpu_share, 1.0)
+    };
     let ok = (
         MIN_WAKES_PER_S * UP,
-        MAX_MEAN_WAIT_NS * DOWN,
+        MAX_TURN_NS * DOWN,
         MIN_LOCK_CPU_SHARE * UP,
     );
     let found = check(&gil(ok.0, ok.1, ok.2));
@@ -522,8 +545,11 @@ fn an_interpreter_locks_churn_is_judged_whole_issue_37() {
         found[0].remedy
     );
     assert!(!fired(rule, &gil(MIN_WAKES_PER_S * DOWN, ok.1, ok.2)));
-    assert!(!fired(rule, &gil(ok.0, MAX_MEAN_WAIT_NS * UP, ok.2)));
+    assert!(!fired(rule, &gil(ok.0, MAX_TURN_NS * UP, ok.2)));
     assert!(!fired(rule, &gil(ok.0, ok.1, MIN_LOCK_CPU_SHARE * DOWN)));
+    // Waits of 2.5 turns each, 2.5 threads queued: judged by the turn.
+    assert!(fired(rule, &queued_gil(ok.0, ok.1, ok.2, 2.5)));
+    assert!(!fired(rule, &queued_gil(ok.0, MAX_TURN_NS * UP, ok.2, 2.5)));
 }
 
 // poll.low-readiness

@@ -186,6 +186,7 @@ const PATTERNS: &[KnownPattern] = &[
             "lseek",
         ],
         frames: &["getaddrinfo", "gaih_inet", "__check_pf"],
+        max_bytes_per_call: None,
         fix: "getaddrinfo checks /etc/resolv.conf and /etc/nsswitch.conf for changes, opens \
               and reads /etc/hosts, and (with AI_ADDRCONFIG) asks the kernel for the host's own \
               addresses over a netlink socket, on every call: about a dozen system calls per \
@@ -206,6 +207,7 @@ const PATTERNS: &[KnownPattern] = &[
             "__tz_convert",
             "__tz_compute",
         ],
+        max_bytes_per_call: None,
         fix: "glibc checks the time zone file again on every localtime, strftime or mktime \
               when TZ is not set in the environment (one stat of /etc/localtime per call). Set \
               TZ in the program's environment (TZ=:/etc/localtime, or the zone's name such as \
@@ -217,6 +219,7 @@ const PATTERNS: &[KnownPattern] = &[
         name: "ucontext switches save and restore the signal mask",
         syscalls: &["rt_sigprocmask"],
         frames: &["getcontext", "setcontext", "swapcontext"],
+        max_bytes_per_call: None,
         fix: "getcontext, setcontext and swapcontext save or restore the signal mask with \
               rt_sigprocmask on every switch between user-level threads. Switch without it: \
               _setjmp/_longjmp (which, unlike setjmp/longjmp, do not save the mask), or a \
@@ -236,6 +239,7 @@ const PATTERNS: &[KnownPattern] = &[
             "heap_trim",
             "shrink_heap",
         ],
+        max_bytes_per_call: None,
         fix: "glibc malloc returns freed memory to the kernel and asks for it again (the heap's \
               top trimmed, large blocks unmapped), so each allocation of a large buffer costs \
               syscalls and page faults. Keep and reuse the buffers, or raise the thresholds \

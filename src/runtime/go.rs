@@ -10,8 +10,26 @@
 //! wake-ups hand out goroutines, not a lock held: read as a program's wait
 //! they looked like one lock serialising every thread (Debian's caddy and
 //! etcd, issue 37).
+//!
+//! Its garbage collector stops the world (proc.go: `stopTheWorldWithSema`,
+//! and `forEachP` for a safe point on every processor) and waits for the
+//! running goroutines to stop in a timed note sleep, preempting them again
+//! every 100 µs: its waits end by their timeout, which read as a wait for
+//! the kernel (caddy), when the thread waits for the runtime's own pause.
+//!
+//! Its known kernel-cost pattern: Go's `os.File` has no buffer of its own
+//! (os/file.go, internal/poll/fd_unix.go: `Write` is one `write(2)`), so a
+//! `log.Logger` or `fmt.Fprint` on a file or `os.Stdout` makes one system
+//! call per line, where C's stdio gathers lines into a buffer before
+//! writing; `bufio.Writer` is the standard library's buffer
+//! (tests/fixtures/go/logger.go).
 
-use super::{EMPTY, Matching, Runtime, Waits};
+use super::{EMPTY, KnownPattern, LockRole, Matching, Runtime, RuntimeLock, Sign, Waits};
+
+/// A write of a line is under this many bytes on average: a quarter of
+/// `bufio.Writer`'s default 4 KiB buffer. A program that copies a file in
+/// 32 KiB blocks through `os.File` writes in bulk, not line by line.
+pub const MAX_LINE_WRITE_BYTES: u64 = 1024;
 
 pub const RUNTIME: Runtime = Runtime {
     name: "the Go runtime",
@@ -55,5 +73,37 @@ pub const RUNTIME: Runtime = Runtime {
         ],
         ..Waits::NONE
     },
+    locks: &[&STOP_THE_WORLD],
+    patterns: &[KnownPattern {
+        name: "Go writes every line to its file with a system call of its own",
+        syscalls: &["write", "pwrite64"],
+        frames: &["os.(*File).Write", "os.(*File).WriteString"],
+        max_bytes_per_call: Some(MAX_LINE_WRITE_BYTES),
+        fix: "Go's os.File has no buffer: each Write, so each log line or fmt.Fprint to a file \
+              or os.Stdout, is a write system call of its own. Put a bufio.Writer between the \
+              program and the file (bufio.NewWriterSize(f, 64<<10), flushed on exit or on a \
+              timer, behind a mutex if goroutines share it) or give the logger a buffered sink \
+              (log.New(w, ...) on it, zap's BufferedWriteSyncer): one write of many lines costs \
+              about what one line's did.",
+    }],
     ..EMPTY
+};
+
+/// The Go runtime stopping every goroutine for its garbage collector.
+pub const STOP_THE_WORLD: RuntimeLock = RuntimeLock {
+    name: "the Go runtime's stop-the-world",
+    role: LockRole::VmOperation,
+    remedy: "The Go runtime stops every goroutine for its garbage collector's phase changes \
+        (runtime.stopTheWorldWithSema) and for safe points on every processor \
+        (runtime.forEachP), and its thread waits here until the running goroutines stop, \
+        preempting them again every 100 us: make collections rarer (allocate less in the hot \
+        path, reuse buffers through sync.Pool, raise GOGC or set GOMEMLIMIT) and let goroutines \
+        reach a preemption point sooner; GODEBUG=gctrace=1 shows the collections and their \
+        pauses.",
+    churn_remedy: None,
+    signs: &[Sign::FrameNamed(&[
+        "runtime.stopTheWorldWithSema",
+        "runtime.forEachP",
+        "runtime.forEachPInternal",
+    ])],
 };

@@ -144,6 +144,7 @@ const PATTERNS: &[KnownPattern] = &[
         name: "the JVM recounts its CPUs on every Runtime.availableProcessors()",
         syscalls: &["sched_getaffinity", "openat", "read", "newfstatat"],
         frames: &["os::active_processor_count", "JVM_ActiveProcessorCount"],
+        max_bytes_per_call: None,
         fix: "Runtime.availableProcessors() asks the kernel (and, in a container, the cgroup \
               files) on every call. Call it once and keep the answer (a static final), or \
               size pools with -XX:ActiveProcessorCount.",
@@ -153,6 +154,7 @@ const PATTERNS: &[KnownPattern] = &[
         name: "Thread.yield() in a loop",
         syscalls: &["sched_yield"],
         frames: &["JVM_Yield", "os::naked_yield"],
+        max_bytes_per_call: None,
         fix: "Thread.yield() asks the scheduler to run someone else and comes straight back \
               when there is nobody: a busy-wait. Wait on the condition instead \
               (LockSupport.park/unpark, a BlockingQueue, a CountDownLatch), or spin briefly \

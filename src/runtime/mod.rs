@@ -272,6 +272,11 @@ pub struct KnownPattern {
     /// Functions of the library on the call site, any of which identifies
     /// it (a part of the name, or the whole name leading underscores aside).
     pub frames: &'static [&'static str],
+    /// For a pattern of small transfers (writes no buffer gathers): the
+    /// most bytes its data syscalls may ask for per call on average; None
+    /// for a pattern that is not about their size. Bulk transfers through
+    /// the same functions (a file copied in 32 KiB blocks) are not it.
+    pub max_bytes_per_call: Option<u64>,
     /// The fix.
     pub fix: &'static str,
 }

@@ -26,6 +26,7 @@ pub const RUNTIME: Runtime = Runtime {
             "sqlite3BtreeCommitPhaseOne",
             "sqlite3VdbeHalt",
         ],
+        max_bytes_per_call: None,
         fix: "SQLite makes each transaction durable with its own flushes, and without BEGIN \
               every statement is a transaction. Run many statements in one transaction \
               (BEGIN ... COMMIT); for many small transactions, PRAGMA journal_mode=WAL with \

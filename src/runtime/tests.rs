@@ -21,7 +21,7 @@ fn every_runtime_module_is_in_the_one_list() {
 #[test]
 fn every_lock_has_a_sign_a_remedy_and_its_own_name() {
     let locks: Vec<&RuntimeLock> = locks().collect();
-    assert_eq!(locks.len(), 5);
+    assert_eq!(locks.len(), 6);
     for l in &locks {
         assert!(!l.signs.is_empty() && !l.remedy.is_empty(), "{}", l.name);
         assert_eq!(locks.iter().filter(|o| o.name == l.name).count(), 1);

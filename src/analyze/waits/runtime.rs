@@ -13,7 +13,7 @@
 //! syscall figures agree with the site.
 
 use super::classify::{THEY_IDLE, work_in_hand};
-use crate::analyze::runtime_locks::{self, RuntimeLock};
+use crate::analyze::runtime_locks::{self, LockRole, RuntimeLock};
 use crate::report::{WaitClass, WaitSite};
 
 /// The runtime lock most of a site's waiting is (its stacks by time), if
@@ -52,6 +52,9 @@ pub fn name_and_class(site: &mut WaitSite, symbol: Option<&str>) {
 /// signals agree (a thread's start-up wait at its loop's head, idle
 /// between, stays what it was). One waiter queues behind no one.
 fn for_runtime_lock(site: &mut WaitSite, lock: &RuntimeLock) {
+    if lock.role == LockRole::VmOperation && site.class == WaitClass::IoOrPeer {
+        return for_vm_operation(site, lock);
+    }
     if site.class != WaitClass::WaitingForWork || site.waiters < 2 {
         return;
     }
@@ -85,6 +88,27 @@ fn for_runtime_lock(site: &mut WaitSite, lock: &RuntimeLock) {
         }
     }
     site.evidence.insert(0, why);
+}
+
+/// A site classed I/O or peer whose runtime lock is the runtime stopping
+/// the program's threads for its own operation: its waits end when the
+/// waiter's own timed re-checks time out (Go's stop-the-world preempts the
+/// running goroutines again every 100 us), which reads as the kernel ending
+/// them. It is the runtime's pause, not I/O, and reads as the other waits
+/// of a runtime's operations do (the JVM's safepoints, Go's stop-the-world
+/// in runs its timeouts do not end): none of the program's work, no lock
+/// of its own (caddy's recorded runs had it both ways).
+fn for_vm_operation(site: &mut WaitSite, lock: &RuntimeLock) {
+    site.class = WaitClass::WaitingForWork;
+    site.evidence.insert(
+        0,
+        format!(
+            "the runtime's frames say this is {}: the thread waits for the program's other \
+             threads to stop for the runtime's own operation, its timed re-checks (not I/O) \
+             ending the waits",
+            lock.name
+        ),
+    );
 }
 
 #[cfg(test)]
@@ -198,6 +222,28 @@ mod tests {
         let mut io = heap_site(5);
         io.class = WaitClass::IoOrPeer;
         assert_eq!(class(io, &JVM_HEAP_LOCK), WaitClass::IoOrPeer);
+    }
+
+    /// Issue 38: Go's garbage collector waiting for the world to stop
+    /// (caddy, recorded: woken by its own 100 us timeouts, read as the
+    /// kernel's) is the runtime's pause, read as the JVM's safepoints are.
+    #[test]
+    fn a_runtime_pause_ended_by_its_own_timeouts_is_no_io() {
+        use crate::runtime::go::STOP_THE_WORLD;
+        let mut s = gvl_site(0.1, 0.0, 1);
+        s.class = WaitClass::IoOrPeer;
+        for_runtime_lock(&mut s, &STOP_THE_WORLD);
+        assert_eq!(s.class, WaitClass::WaitingForWork);
+        assert!(
+            s.evidence[0].contains("the Go runtime's stop-the-world"),
+            "{:?}",
+            s.evidence
+        );
+        let mut s = gvl_site(0.1, 0.0, 1);
+        s.class = WaitClass::IoOrPeer;
+        assert_eq!(class(s.clone(), &JVM_SAFEPOINT), WaitClass::WaitingForWork);
+        // Not a lock of the runtime's operations: left as it was.
+        assert_eq!(class(s, &JVM_HEAP_LOCK), WaitClass::IoOrPeer);
     }
 
     #[test]
