@@ -111,7 +111,11 @@ fn ruby_switch(env: &[(&str, &str)]) {
             .any(|x| x.contains("(ruby_switch.c:")),
         "{f:?}"
     );
-    let (fixed, _) = profile(env, &[&lab("ruby_switch"), "fixed", "100000"]);
+    // Fixed, 10 M switches: 150-160 ms. At 100 k its 5-11 ms let any
+    // neighbour's burst of a few ms read as sched.starved (a run of
+    // 2026-12-02 on a host with CPU steal: "processes that ended before
+    // the run did").
+    let (fixed, _) = profile(env, &[&lab("ruby_switch"), "fixed", "10000000"]);
     assert!(fixed.findings.is_empty(), "{:?}", ids(&fixed));
 }
 
@@ -161,14 +165,17 @@ fn icinga(env: &[(&str, &str)]) {
 fn zabbix(env: &[(&str, &str)]) {
     // The global config semaphore is semaphore 0 of its set (the shards
     // of the fixed variant are 1 to 4); the set's id is the kernel's.
-    // 20,000 items: with 2,000 the bad run lasted 75-126 ms, its pollers'
-    // start and end weighed on the averages (1.12-2.18 of them queued,
-    // against lock.global-serializes' 1.0), and one CI run of 2026-12-02
-    // had no lock finding at all. At 20,000 (0.55-0.69 s here, 6 runs) the
-    // first finding is lock.futile-churn on sem 0 with room on every side:
-    // 164-199 k waits/s (>= 5 k), 44-47% futile (>= 30%), 45-48% of the
-    // CPU in its calls (>= 2%).
-    let (bad, _) = profile(env, &[&lab("zabbix_config"), "bad", "4", "20000"]);
+    // 8 pollers and 20,000 items, as the demo runs it. With 2,000 items
+    // the bad run lasted 75-126 ms and its pollers' start and end weighed
+    // on the averages; with 4 pollers on 2 CPUs their 8 us of work outside
+    // the lock kept them runnable as much as queued: on a host with 8-45%
+    // CPU steal (2026-12-02) the lock's waiting share was 18-23% against
+    // lock.contended-site's 20%, and one CI run and 1 of 5 by hand named
+    // only sched.oversubscribed. With 8 (5 of 5 there) the first finding
+    // is lock.futile-churn or lock.global-serializes on sem 0 with room:
+    // 38-49% futile (>= 30%), 3.9-5.8 pollers queued (>= 1.0), 1.1-1.2
+    // CPUs idle (>= 0.5).
+    let (bad, _) = profile(env, &[&lab("zabbix_config"), "bad", "8", "20000"]);
     let lock = bad
         .findings
         .first()
@@ -180,9 +187,15 @@ fn zabbix(env: &[(&str, &str)]) {
         ids(&bad)
     );
     assert!(bad.findings[0].id.starts_with("lock."), "{:?}", ids(&bad));
-    let (fixed, _) = profile(env, &[&lab("zabbix_config"), "fixed", "4", "20000"]);
+    // Fixed, the global lock is taken once per poller; its 8 pollers share
+    // 4 shards' semaphores two by two, which may contend (as the demo's
+    // do): no lock finding on the global one.
+    let (fixed, _) = profile(env, &[&lab("zabbix_config"), "fixed", "8", "20000"]);
     assert!(
-        !fixed.findings.iter().any(|f| f.id.starts_with("lock.")),
+        !fixed
+            .findings
+            .iter()
+            .any(|f| f.id.starts_with("lock.") && f.culprit.name.ends_with(", sem 0")),
         "{:?}",
         ids(&fixed)
     );
