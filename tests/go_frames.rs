@@ -14,7 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{bpf_available, printed, run, unavailable};
+use common::{bpf_available, printed, run, syscall, unavailable};
 
 /// Every Go toolchain here, each once.
 fn toolchains() -> Vec<PathBuf> {
@@ -204,7 +204,7 @@ fn a_go_program_that_logs_a_line_per_write_is_told_to_buffer_it_issue_38() {
     assert!(p.output.status.success(), "{}", p.stderr);
     let lines = printed(&p, "lines") as f64;
     let r = &p.report;
-    let writes = r.syscalls.iter().find(|s| s.name == "write").unwrap();
+    let writes = syscall(r, "write");
     // One write a line (and the program's own few: its figures).
     assert!(
         writes.calls as f64 >= lines && (writes.calls as f64) < lines * 1.01 + 100.0,

@@ -143,6 +143,15 @@ pub fn cpu_gain(r: &Report, time_ns: f64, basis: &str) -> ExpectedGain {
     }
 }
 
+/// The runtime's churn remedy for a lock word that is part of a
+/// well-known interpreter lock (a GIL's mutex or condition variable).
+pub fn churn_remedy(l: &LockReport) -> Option<&'static str> {
+    l.runtime_lock
+        .as_deref()
+        .and_then(crate::analyze::runtime_locks::by_name)
+        .and_then(|rl| rl.churn_remedy)
+}
+
 pub fn lock_culprit(l: &LockReport) -> Culprit {
     Culprit {
         kind: CulpritKind::Lock,

@@ -11,7 +11,6 @@
 //! (a CI run named the GIL's mutex here with the generic remedy).
 
 use super::common::*;
-use crate::analyze::runtime_locks;
 use crate::report::{Finding, Report};
 use crate::units::short;
 
@@ -63,9 +62,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     at_least("waiting_threads", f64::from(l.threads), MIN_THREADS),
                 ],
                 culprit: lock_culprit(l),
-                remedy: runtime_locks::by_name(l.runtime_lock.as_deref().unwrap_or_default())
-                    .and_then(|rl| rl.churn_remedy)
-                    .map_or_else(|| GENERAL_REMEDY.to_string(), str::to_string),
+                remedy: churn_remedy(l).unwrap_or(GENERAL_REMEDY).to_string(),
                 expected_gain: cpu_gain(
                     r,
                     l.cpu_ns as f64,

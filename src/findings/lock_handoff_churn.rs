@@ -16,7 +16,6 @@
 use std::collections::BTreeMap;
 
 use super::common::*;
-use crate::analyze::runtime_locks::by_name;
 use crate::report::{Culprit, CulpritKind, Finding, LockKind, LockReport, Report};
 use crate::units::short;
 
@@ -36,15 +35,6 @@ pub const MIN_LOCK_CPU_SHARE: f64 = 0.1;
 /// turn (python-gil-churn; another machine's, with 5x the hand-overs, were
 /// shorter than 50 us whole).
 pub const MAX_TURN_NS: f64 = MAX_MEAN_WAIT_NS;
-
-/// The runtime's churn remedy for a lock that is part of a well-known
-/// interpreter lock.
-fn churn_remedy(l: &LockReport) -> Option<&'static str> {
-    l.runtime_lock
-        .as_deref()
-        .and_then(by_name)
-        .and_then(|rl| rl.churn_remedy)
-}
 
 /// An interpreter lock's words together (its mutex and condition
 /// variables): one finding per runtime lock.

@@ -515,13 +515,13 @@ fn handoff_churn_thresholds() {
 fn an_interpreter_locks_churn_is_judged_whole_issue_37() {
     use lock_handoff_churn::*;
     let rule: Rule = check;
-    // `queued` threads wait for it on average, each wait `turns` turns
-    // of `turn_ns`.
+    // `queued` threads wait for it on average over the run, each wait
+    // `queued` turns of `turn_ns`, half the waiting on each of its words.
     let queued_gil = |wakes_per_s: f64, turn_ns: f64, cpu_share: f64, queued: f64| {
         let mut r = churn(wakes_per_s / 2.0, turn_ns * queued, cpu_share / 2.0);
-        let wall = r.duration_ns as f64;
-        r.locks[0].waits = (queued * wall / (2.0 * turn_ns * queued)) as u64;
-        r.locks[0].wait_ns = (queued * wall / 2.0) as u64;
+        let wait_ns = queued * r.duration_ns as f64 / 2.0;
+        r.locks[0].waits = (wait_ns / (turn_ns * queued)) as u64;
+        r.locks[0].wait_ns = wait_ns as u64;
         r.locks[0].runtime_lock = Some("CPython's GIL".into());
         let mut cond = r.locks[0].clone();
         cond.kind = LockKind::Condvar;
