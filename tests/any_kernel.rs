@@ -115,8 +115,14 @@ fn ruby_switch(env: &[(&str, &str)]) {
     // neighbour's burst of a few ms read as sched.starved (a run of
     // 2026-12-02 on a host with CPU steal: "processes that ended before
     // the run did").
+    // Nothing about the program: on a host whose other jobs take its CPUs
+    // (a build beside the test), `sched.starved` names them, and rightly.
     let (fixed, _) = profile(env, &[&lab("ruby_switch"), "fixed", "10000000"]);
-    assert!(fixed.findings.is_empty(), "{:?}", ids(&fixed));
+    assert!(
+        fixed.findings.iter().all(|f| f.id == "sched.starved"),
+        "{:?}",
+        ids(&fixed)
+    );
 }
 
 /// A lock story: the bad variant's first finding is about `lock` (a lock

@@ -1190,6 +1190,37 @@ fn waiting_passes_up_a_pipeline_to_the_stage_that_waits_for_nothing_in_it() {
     assert!(!f.title.contains("feeds"), "{}", f.title);
 }
 
+/// A producer that runs a runtime's event loop is named as the loop, and
+/// given the runtime's remedy rather than the generic producer's (issue 38:
+/// node-lookup's loop paced libuv's pool and V8's helpers).
+#[test]
+fn a_producer_running_libuvs_loop_gets_the_loops_remedy_issue_38() {
+    let generic = &wait_bottleneck::check(&bottleneck(0.9, 4, 3.0))[0];
+    assert!(
+        generic.remedy.contains("split its work"),
+        "{}",
+        generic.remedy
+    );
+    assert!(!generic.title.contains("event loop"), "{}", generic.title);
+    let mut r = bottleneck(0.9, 4, 3.0);
+    for w in r.wakeups.iter_mut().filter(|w| w.waker_tid == 1) {
+        w.waker_stacks[0].frames = vec![
+            "___pthread_cond_signal (pthread_cond_signal.c:93)".into(),
+            "uv_cond_signal (thread.c:783)".into(),
+            "uv__work_submit (threadpool.c:274)".into(),
+            "uv__io_poll (linux.c:1485)".into(),
+        ];
+    }
+    let f = &wait_bottleneck::check(&r)[0];
+    assert!(
+        f.title.starts_with("t1 (tid 1), libuv's event loop, paces"),
+        "{}",
+        f.title
+    );
+    assert!(f.remedy.contains("worker_threads"), "{}", f.remedy);
+    assert!(!f.remedy.contains("split its work"), "{}", f.remedy);
+}
+
 #[test]
 fn a_quiet_report_has_no_findings_and_findings_rank_by_severity() {
     assert!(analyse(&base()).is_empty());

@@ -154,6 +154,17 @@ struct Waker<'a> {
     top_stack: Option<(u64, &'a [String])>,
 }
 
+/// The runtime's event loop thread `tid` runs, from the stacks it woke
+/// others from (any of them: a loop's wake-ups are made from its callbacks,
+/// under its frames).
+fn event_loop(r: &Report, tid: u32) -> Option<&'static crate::runtime::EventLoop> {
+    r.wakeups
+        .iter()
+        .filter(|w| w.waker_tid == tid)
+        .flat_map(|w| &w.waker_stacks)
+        .find_map(|s| crate::runtime::event_loop_of(&s.frames))
+}
+
 /// What the producer itself waits for: its largest off-CPU reason other
 /// than the run queue, and who ended those waits.
 fn own_wait(r: &Report, tid: u32) -> String {
@@ -319,11 +330,31 @@ pub fn check(r: &Report) -> Vec<Finding> {
             let threads = r.threads.len().max(2) as f64 - 1.0;
             let idle_cpus = idle_cpus(r, r.threads.len() as f64);
             let busy = busy_share(r, *tid);
+            let event_loop = event_loop(r, *tid);
+            let thread = match event_loop {
+                Some(l) => format!("{} (tid {tid}), {},", k.comm, l.name),
+                None => format!("{} (tid {tid})", k.comm),
+            };
+            let remedy = match event_loop {
+                Some(l) => format!(
+                    "{} threads sleep until this one hands them work or data, so it sets the \
+                     pace. {}",
+                    k.woken.len(),
+                    l.remedy
+                ),
+                None => format!(
+                    "{} threads sleep until this one hands them work or data, so it sets the \
+                     pace. Make its part faster or parallel: split its work across several \
+                     producers, hand over work in batches, or let the waiting threads take \
+                     work themselves (a shared queue or work stealing) instead of waiting for \
+                     it to be handed out.",
+                    k.woken.len()
+                ),
+            };
             Draft {
                 id: ID,
                 title: format!(
-                    "{} (tid {tid}) paces the others: {:.0}% of their waiting ends with it{}",
-                    k.comm,
+                    "{thread} paces the others: {:.0}% of their waiting ends with it{}",
                     ratio(k.wait_ns, total) * 100.0,
                     if k.wait_ns > k.ended_ns * 1.05 {
                         " or with the threads it feeds"
@@ -361,15 +392,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     name: format!("{} (tid {tid})", k.comm),
                     frames: k.top_stack.map(|t| t.1.to_vec()).unwrap_or_default(),
                 },
-                remedy: format!(
-                    "{} threads sleep until this one hands them work or data, so it sets the \
-                     pace. Make its part faster or parallel: split its work across several \
-                     producers, hand over work in batches, or let the waiting threads take \
-                     work themselves (a shared queue or work stealing) instead of waiting for \
-                     it to be handed out. {}",
-                    k.woken.len(),
-                    own_wait(r, *tid)
-                ),
+                remedy: format!("{remedy} {}", own_wait(r, *tid)),
                 expected_gain: wall_gain(
                     r,
                     k.wait_ns / threads,

@@ -59,7 +59,16 @@ pub const RUNTIME: Runtime = Runtime {
             "runtime.notetsleep_internal",
             "runtime.notetsleepg",
         ],
-        // The wait and wake primitives under its parking.
+        // The wait and wake primitives under its parking; the system
+        // calls its own code makes (its network poller's epoll_wait, the
+        // sleeps of its monitor thread and of a processor stealing work);
+        // and the system-call stubs under the syscall package, which moved
+        // from runtime/internal/syscall (Go 1.21) to internal/runtime/
+        // syscall (1.23). A wait there is named by the function that
+        // called it: runtime.netpoll for the network poller, the syscall
+        // package's call for the program's. Not runtime.osyield: its
+        // mutex's spinning yields are a site of their own, apart from the
+        // same mutex's sleeps (runtime.lock2).
         wrappers: &[
             "runtime.futex",
             "runtime.futexsleep",
@@ -70,9 +79,32 @@ pub const RUNTIME: Runtime = Runtime {
             "runtime.mPark",
             "runtime.futexwakeup",
             "runtime.notewakeup",
+            "runtime.epollwait",
+            "runtime.usleep",
+            "runtime/internal/syscall.Syscall6",
+            "internal/runtime/syscall.Syscall6",
+            "internal/runtime/syscall/linux.Syscall6",
+            "syscall.Syscall",
+            "syscall.Syscall6",
+            "syscall.RawSyscall",
+            "syscall.RawSyscall6",
+            "syscall.rawSyscallNoError",
+            "syscall.rawVforkSyscall",
         ],
         ..Waits::NONE
     },
+    // The system-call stubs (the syscall package's are glibc's `syscall`
+    // prefix already) and the poller's retry loop: a call is named by the
+    // package that made it (os.(*File).Write, net.(*netFD).Read).
+    call_wrappers: &[
+        "runtime/internal/syscall.",
+        "internal/runtime/syscall",
+        "internal/poll.",
+        "runtime.futex",
+        "runtime.epollwait",
+        "runtime.osyield",
+        "runtime.usleep",
+    ],
     locks: &[&STOP_THE_WORLD],
     patterns: &[KnownPattern {
         name: "Go writes every line to its file with a system call of its own",

@@ -22,6 +22,7 @@ pub mod glibc;
 pub mod go;
 pub mod jvm;
 pub mod libstdcxx;
+pub mod libuv;
 pub mod rust_std;
 pub mod sqlite;
 pub mod v8;
@@ -38,6 +39,7 @@ pub const ALL: &[&Runtime] = &[
     &cruby::RUNTIME,
     &go::RUNTIME,
     &v8::RUNTIME,
+    &libuv::RUNTIME,
     &rust_std::RUNTIME,
     &libstdcxx::RUNTIME,
     &sqlite::RUNTIME,
@@ -92,6 +94,9 @@ pub struct Runtime {
     pub locks: &'static [&'static RuntimeLock],
     /// Its known kernel-cost patterns.
     pub patterns: &'static [KnownPattern],
+    /// The loop it runs a program's callbacks on, one at a time, on one
+    /// thread, if it has one.
+    pub event_loop: Option<&'static EventLoop>,
 }
 
 /// A runtime with no knowledge of a kind: the base each module fills in.
@@ -113,6 +118,7 @@ pub const EMPTY: Runtime = Runtime {
     lock_kinds: &[],
     locks: &[],
     patterns: &[],
+    event_loop: None,
 };
 
 /// How a runtime's function names are matched against a frame's.
@@ -283,3 +289,30 @@ pub struct KnownPattern {
 
 #[cfg(test)]
 mod tests;
+
+/// A runtime's event loop: one thread running every callback of the
+/// program in turn, so a thread with one of its frames is the program's
+/// loop, and the loop's remedy is the runtime's.
+pub struct EventLoop {
+    /// How its users call it (`libuv's event loop`).
+    pub name: &'static str,
+    /// Its functions (of its runtime's `matching`) on the loop thread's
+    /// stacks.
+    pub frames: &'static [&'static str],
+    /// What to do when it paces the program's other threads.
+    pub remedy: &'static str,
+}
+
+/// The event loop a thread with `frames` (any order) runs, if any.
+pub fn event_loop_of<S: AsRef<str>>(frames: &[S]) -> Option<&'static EventLoop> {
+    ALL.iter().find_map(|r| {
+        let l = r.event_loop?;
+        frames
+            .iter()
+            .any(|f| {
+                r.matching
+                    .matches(crate::frame::function(f.as_ref()), l.frames)
+            })
+            .then_some(l)
+    })
+}

@@ -54,6 +54,38 @@ fn the_site_is_past_the_runtime_and_the_programs_own_wrappers() {
     );
 }
 
+/// Issue 38: Go's own system calls are named by the runtime's function
+/// that made them (its network poller), or by the syscall package's call
+/// the program made, not by the assembly stub under them (caddy-serve).
+#[test]
+fn a_go_wait_is_named_past_the_runtimes_system_call_stubs_issue_38() {
+    let netpoll = frames(&[
+        "runtime.epollwait (sys_linux_amd64.s:706)",
+        "runtime.netpoll (netpoll_epoll.go:126)",
+        "runtime.findRunnable (proc.go:2837)",
+        "runtime.schedule (proc.go:3214)",
+    ]);
+    let (site, via) = site_of(&netpoll, 0, WAIT_WORDS);
+    assert_eq!(
+        (site.as_str(), via),
+        ("runtime.netpoll", vec!["runtime.epollwait".to_string()])
+    );
+    let sendfile = frames(&[
+        "runtime/internal/syscall.Syscall6 (asm_linux_amd64.s:36)",
+        "syscall.RawSyscall6 (syscall_linux.go:38)",
+        "syscall.Syscall6 (syscall_linux.go:91)",
+        "syscall.sendfile (zsyscall_linux_amd64.go:1291)",
+        "internal/poll.SendFile (sendfile_linux.go:31)",
+    ]);
+    assert_eq!(site_of(&sendfile, 0, WAIT_WORDS).0, "syscall.sendfile");
+    // Its mutex's spinning yields stay a site of their own.
+    let spin = frames(&[
+        "runtime.osyield (sys_linux_amd64.s:658)",
+        "runtime.lock2 (lock_futex.go:98)",
+    ]);
+    assert_eq!(site_of(&spin, 0, WAIT_WORDS).0, "runtime.osyield");
+}
+
 /// CI of stop 16 and after: an idle pool's site moved with what C2
 /// inlined (LinkedBlockingQueue.take, ForkJoinPool.managedBlock).
 #[test]
