@@ -330,13 +330,13 @@ pub fn html(data: &[u8]) {
         .flat_map(|s| &mut s.callsites)
         .enumerate()
     {
-        c.frames.push(piece(i + 3));
+        c.frames.push(piece(i + 3).into());
     }
     for (i, f) in r.findings.iter_mut().enumerate() {
         f.culprit.name = piece(i + 4);
     }
     for (i, f) in r.cpu_samples.folded.iter_mut().enumerate() {
-        f.frames.push(piece(i + 5));
+        f.frames.push(piece(i + 5).into());
     }
     let page = crate::render::html::render(&r);
     // memmem (vector compares) for the searches of the whole page: with

@@ -6,7 +6,7 @@
 /// on-CPU keys (thread x kernel stack x user stack) outnumber the distinct
 /// stacks tenfold on a server, and a copy per key made the end of a long
 /// run its memory peak (issue 21).
-pub type Frames = std::sync::Arc<[String]>;
+pub type Frames = std::sync::Arc<[crate::frame::Frame]>;
 
 /// Adds histogram `b` into `a`, slot by slot.
 pub fn add_hist(a: &mut Vec<u64>, b: &[u64]) {

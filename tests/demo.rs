@@ -145,7 +145,7 @@ fn ruby_switch_holds(runs: &Runs) {
         "{:?}",
         sigmask.callsites[0].frames
     );
-    let sites: Vec<String> = sigmask
+    let sites: Vec<kerntax::frame::Frame> = sigmask
         .callsites
         .iter()
         .flat_map(|c| c.frames.clone())

@@ -24,7 +24,7 @@ fn faults() -> PathBuf {
 
 /// Whether a call site's stack is one frame no map covered: what a sample
 /// whose process's memory map could not be had becomes (`[unknown] 0x...`).
-fn unmapped(frames: &[String]) -> bool {
+fn unmapped(frames: &[kerntax::frame::Frame]) -> bool {
     frames.len() == 1 && is_unknown(&frames[0])
 }
 
@@ -36,7 +36,7 @@ fn is_unknown(frame: &str) -> bool {
 
 /// Whether a call site's stack is named with `func` or lost a frame to a
 /// mapping gone by the time it was unwound (and no other name stands in).
-fn named_or_lost(frames: &[String], func: &str) -> bool {
+fn named_or_lost(frames: &[kerntax::frame::Frame], func: &str) -> bool {
     has_frame(frames, func) || frames.iter().any(|f| is_unknown(f))
 }
 
@@ -56,7 +56,7 @@ fn lost_stacks_are_counted(r: &Report) -> u64 {
         "{unmapped_samples} samples of unmapped call sites, loss.maps_unavailable {}",
         r.loss.maps_unavailable
     );
-    let unknown: std::collections::HashSet<&String> = sites()
+    let unknown: std::collections::HashSet<&kerntax::frame::Frame> = sites()
         .flat_map(|c| &c.frames)
         .filter(|f| is_unknown(f))
         .collect();
@@ -265,7 +265,7 @@ fn a_target_that_execs_mid_run_is_covered_under_its_new_program() {
     }
     // Named after the image that made them (the shell's own getppid in the
     // shell), or counted as lost.
-    let in_shell = |frames: &[String]| {
+    let in_shell = |frames: &[kerntax::frame::Frame]| {
         frames
             .iter()
             .skip(1)

@@ -15,7 +15,7 @@ use crate::target::ExitStatus;
 #[derive(Clone, Debug)]
 pub struct SampledSite {
     pub nr: u32,
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub weight: u64,
     pub samples: u64,
 }
@@ -124,7 +124,7 @@ fn paths(exact_calls: u64, named: Option<&HashMap<String, u64>>) -> Vec<PathCoun
 
 fn callsites(exact_calls: u64, sites: &[&SampledSite]) -> Vec<Callsite> {
     // Stacks that symbolize alike are one call site.
-    let mut merged: BTreeMap<&[String], (u64, u64)> = BTreeMap::new();
+    let mut merged: BTreeMap<&[crate::frame::Frame], (u64, u64)> = BTreeMap::new();
     for s in sites {
         let e = merged.entry(&s.frames).or_default();
         e.0 += s.weight;
@@ -296,7 +296,7 @@ pub(crate) mod tests {
         let stack = |f: &str| LockStack {
             frames: vec![
                 "__lll_lock_wait (lowlevellock.c:49)".into(),
-                format!("{f} (app.c:10)"),
+                format!("{f} (app.c:10)").into(),
             ],
             count: 90,
             wait_ns: 900_000,

@@ -44,7 +44,7 @@ pub const UNKEPT_FRAME: &str = "[stacks not kept]";
 /// user/kernel split and its functions' self time stay whole. Not the
 /// program's code: no spin analysis reads them.
 pub fn unkept_sites(unkept: crate::tally::CpuUnkept) -> Vec<CpuSite> {
-    let frame: Frames = [UNKEPT_FRAME.to_string()].into();
+    let frame: Frames = [crate::frame::Frame::new(UNKEPT_FRAME)].into();
     let site = |in_kernel: bool, samples: u64| CpuSite {
         tid: 0,
         in_kernel,
@@ -72,7 +72,7 @@ pub fn unkept_sites(unkept: crate::tally::CpuUnkept) -> Vec<CpuSite> {
 }
 
 /// Outermost first: the user stack, then the kernel stack under it.
-pub fn folded(site: &CpuSite) -> Vec<String> {
+pub fn folded(site: &CpuSite) -> Vec<crate::frame::Frame> {
     site.user_frames
         .iter()
         .rev()
@@ -94,7 +94,9 @@ pub fn fold(sites: impl Iterator<Item = ((Frames, Frames), u64)>, max: usize) ->
     for (frames, n) in sites {
         *merged.entry(frames).or_default() += n;
     }
-    fn outermost_first((user, kernel): &(Frames, Frames)) -> impl Iterator<Item = &String> {
+    fn outermost_first(
+        (user, kernel): &(Frames, Frames),
+    ) -> impl Iterator<Item = &crate::frame::Frame> {
         user.iter().rev().chain(kernel.iter().rev())
     }
     let mut out: Vec<((Frames, Frames), u64)> = merged.into_iter().collect();
@@ -138,7 +140,7 @@ pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
                 .total
         };
         if let Some(f) = innermost {
-            let name = function(f).to_string();
+            let name = f.function().to_string();
             entry(&mut functions, &name);
             let e = functions.get_mut(&name).expect("just added");
             if s.in_kernel && !s.kernel_frames.is_empty() {
@@ -150,7 +152,7 @@ pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
         // Counted once per sample however often it recurses.
         let mut seen = HashSet::default();
         for f in s.kernel_frames.iter().chain(s.user_frames.iter()) {
-            let name = function(f);
+            let name = f.function();
             if seen.insert(name) {
                 entry(&mut functions, name);
                 functions.get_mut(name).expect("just added").total += s.samples;
@@ -192,8 +194,11 @@ mod tests {
             spinning,
             after_cas: false,
             own_code: true,
-            user_frames: user.iter().map(|s| s.to_string()).collect(),
-            kernel_frames: kernel.iter().map(|s| s.to_string()).collect(),
+            user_frames: user.iter().map(|s| crate::frame::Frame::from(*s)).collect(),
+            kernel_frames: kernel
+                .iter()
+                .map(|s| crate::frame::Frame::from(*s))
+                .collect(),
             samples,
             at: None,
         }
@@ -238,7 +243,7 @@ mod tests {
             vec!["main (a.c:9)".to_string(), "burn (a.c:3)".to_string()]
         );
         assert_eq!(
-            p.folded[1].frames.last().map(String::as_str),
+            p.folded[1].frames.last().map(crate::frame::Frame::as_str),
             Some("ksys_read [k]")
         );
     }
@@ -248,7 +253,8 @@ mod tests {
     /// outermost-first names, as when each key had its own copy.
     #[test]
     fn fold_merges_equal_shared_stacks_and_orders_ties_by_name_issue_21() {
-        let f = |v: &[&str]| -> Frames { v.iter().map(|s| s.to_string()).collect() };
+        let f =
+            |v: &[&str]| -> Frames { v.iter().map(|s| crate::frame::Frame::from(*s)).collect() };
         let none = Frames::default();
         let sites = [
             ((f(&["b (x.c:2)", "main (x.c:9)"]), none.clone()), 3),

@@ -12,7 +12,7 @@ use crate::tally::PollTally;
 const MAX_SITES: usize = 10;
 
 /// A symbolized call site's tally: (pid, syscall nr, frames, tally).
-pub type PollSiteTally = (u32, u32, Vec<String>, PollTally);
+pub type PollSiteTally = (u32, u32, Vec<crate::frame::Frame>, PollTally);
 
 fn per(n: u128, d: u64) -> f64 {
     if d == 0 { 0.0 } else { n as f64 / d as f64 }
@@ -26,7 +26,7 @@ pub fn build(
     let mut out: Vec<PollReport> = counters
         .iter()
         .map(|c| {
-            let mut merged: BTreeMap<&[String], PollTally> = BTreeMap::new();
+            let mut merged: BTreeMap<&[crate::frame::Frame], PollTally> = BTreeMap::new();
             for (_, _, frames, t) in sites.iter().filter(|s| s.0 == c.pid && s.1 == c.nr) {
                 let e = merged.entry(frames).or_default();
                 e.weight += t.weight;
@@ -106,8 +106,8 @@ mod tests {
             samples: 1,
         };
         let sites = vec![
-            (9, poll, vec!["loop_a".to_string()], t(150, 1000, 1)),
-            (9, poll, vec!["loop_b".to_string()], t(50, 1000, 1)),
+            (9, poll, vec!["loop_a".into()], t(150, 1000, 1)),
+            (9, poll, vec!["loop_b".into()], t(50, 1000, 1)),
         ];
         let out = build(&[c], &sites, 2_000_000_000);
         let r = &out[0];

@@ -10,7 +10,7 @@
 //! module reads those signs off a wait's stack; it names no runtime's
 //! function itself.
 
-use crate::frame::function;
+use crate::frame::{Frame, function};
 use crate::runtime::jvm;
 pub use crate::runtime::{LockRole, RuntimeLock, Sign};
 
@@ -22,8 +22,8 @@ pub fn is_safepoint(function: &str) -> bool {
 
 /// Whether frame `i` of a wait's stack (innermost first) is libjvm's: named
 /// so, or with compiled Java methods on the stack.
-fn in_libjvm(frames: &[String], i: usize) -> bool {
-    frames[i].contains(jvm::VM_LIBRARY) || frames.iter().any(|f| crate::frame::is_jit(f))
+fn in_libjvm(frames: &[Frame], i: usize) -> bool {
+    frames[i].contains(jvm::VM_LIBRARY) || frames.iter().any(|f| f.is_jit())
 }
 
 /// The index of `VMThread::execute` on a wait's stack (innermost first): the
@@ -32,10 +32,10 @@ fn in_libjvm(frames: &[String], i: usize) -> bool {
 /// as "waiting for work" at a dozen of its methods, CommitLog's up to 126
 /// ms a run). A program's own VMThread class is told apart as HotSpot's
 /// locks are.
-pub fn vm_operation_wait(frames: &[String]) -> Option<usize> {
+pub fn vm_operation_wait(frames: &[Frame]) -> Option<usize> {
     frames
         .iter()
-        .position(|f| function(f).starts_with(jvm::VM_OPERATION_FRAME))
+        .position(|f| f.function().starts_with(jvm::VM_OPERATION_FRAME))
         .filter(|&i| in_libjvm(frames, i))
 }
 
@@ -45,7 +45,7 @@ pub fn vm_operation_wait(frames: &[String]) -> Option<usize> {
 /// there waits for the VM, whatever method it was in. HotSpot's frames are
 /// told from a program's own `Mutex::lock` by libjvm's name on them or by
 /// the Java frames on the stack.
-pub fn hotspot_lock_taker(frames: &[String]) -> Option<usize> {
+pub fn hotspot_lock_taker(frames: &[Frame]) -> Option<usize> {
     let is_lock = |f: &str| {
         let n = function(f);
         jvm::LOCK_FRAMES.iter().any(|p| {
@@ -70,21 +70,21 @@ pub fn unnamed(frame: &str) -> bool {
 /// The first named frame outward from the runtime's first unnamed (static)
 /// function in `lib` on the wait's stack: the exported entry the static
 /// wait code was reached through.
-fn nearest_named_in(frames: &[String], lib: &str) -> Option<String> {
+fn nearest_named_in(frames: &[Frame], lib: &str) -> Option<String> {
     let start = frames
         .iter()
-        .position(|f| unnamed(f) && function(f).starts_with(lib))?;
+        .position(|f| unnamed(f) && f.function().starts_with(lib))?;
     frames[start..]
         .iter()
         .find(|f| !unnamed(f))
-        .map(|f| function(f).to_string())
+        .map(|f| f.function().to_string())
 }
 
 /// The runtime lock a wait with `frames` (innermost first) on a lock named
 /// `symbol` (the variable it lives in, if known) is, if any: the first of
 /// the runtimes' locks (`crate::runtime::locks`) one of whose signs holds.
-pub fn identify(frames: &[String], symbol: Option<&str>) -> Option<&'static RuntimeLock> {
-    let names: Vec<&str> = frames.iter().map(|f| function(f)).collect();
+pub fn identify(frames: &[Frame], symbol: Option<&str>) -> Option<&'static RuntimeLock> {
+    let names: Vec<&str> = frames.iter().map(|f| f.function()).collect();
     let wait = Wait {
         frames,
         names: &names,
@@ -95,7 +95,7 @@ pub fn identify(frames: &[String], symbol: Option<&str>) -> Option<&'static Runt
 
 /// A wait as its signs are read off it.
 struct Wait<'a> {
-    frames: &'a [String],
+    frames: &'a [Frame],
     names: &'a [&'a str],
     symbol: Option<&'a str>,
 }
@@ -158,13 +158,13 @@ mod tests {
         assert!(!only_in_allocation(&JVM_SAFEPOINT) && !only_in_allocation(&RUBY_GVL));
     }
 
-    fn v(f: &[&str]) -> Vec<String> {
-        f.iter().map(|s| s.to_string()).collect()
+    fn v(f: &[&str]) -> Vec<Frame> {
+        f.iter().map(|s| Frame::new(*s)).collect()
     }
 
     /// A RocketMQ send thread's allocation waiting on G1's heap lock (suite
     /// run 8, issue 19).
-    fn g1(taker: &str) -> Vec<String> {
+    fn g1(taker: &str) -> Vec<Frame> {
         v(&[
             "__GI___lll_lock_wait (lowlevellock.c:49)",
             "___pthread_mutex_lock (pthread_mutex_lock.c:93)",
@@ -209,7 +209,7 @@ mod tests {
     /// A RocketMQ thread whose allocation asked for a collection, waiting
     /// for the VM thread to run it (suite runs on b94c3bb: 126 ms "at"
     /// CommitLog.checkMessageAndReturnSize).
-    fn gc_request(libjvm: &str, method: &str) -> Vec<String> {
+    fn gc_request(libjvm: &str, method: &str) -> Vec<Frame> {
         v(&[
             "___pthread_cond_wait (pthread_cond_wait.c:618)",
             &format!("os::PlatformMonitor::wait(long){libjvm}"),

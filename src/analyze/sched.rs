@@ -88,7 +88,7 @@ fn mostly_uninterruptible(counters: &[OffCpuCounters]) -> BTreeSet<CallKey> {
 }
 
 /// Stacks by frames: (time or count they stand for, samples).
-type StackSums = BTreeMap<Vec<String>, (u64, u64)>;
+type StackSums = BTreeMap<Vec<crate::frame::Frame>, (u64, u64)>;
 
 /// Per (thread, reason): the process, time, count and time by syscall.
 type ReasonSums = BTreeMap<(u32, OffCpuReason), (u32, u64, u64, BTreeMap<String, u64>)>;
@@ -129,7 +129,7 @@ fn movable(reason: OffCpuReason) -> bool {
 pub struct OffCpuSite {
     pub tid: u32,
     pub reason: OffReason,
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub ns: u64,
     pub samples: u64,
     /// Leading strings of `frames` in runtime libraries.
@@ -286,7 +286,7 @@ pub fn mechanism_of(nr: Option<u32>, kernel: bool, tracked: bool, comm: &str) ->
 pub struct WakeSite {
     pub waker_tid: u32,
     pub woken_tid: u32,
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub weight: u64,
     pub samples: u64,
 }
@@ -439,7 +439,7 @@ mod tests {
         let site = |reason| OffCpuSite {
             tid: 5,
             reason,
-            frames: vec![format!("{reason:?}")],
+            frames: vec![format!("{reason:?}").into()],
             ns: 10,
             samples: 1,
             runtime: 0,

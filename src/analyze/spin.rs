@@ -9,7 +9,7 @@ use crate::fixed_hash::{HashMap, HashSet};
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::aggregate::ThreadUsage;
-use super::cpu::{CpuSite, fold, fold_key, folded, function};
+use super::cpu::{CpuSite, fold, fold_key, folded};
 use crate::frame::code::{CODE_BEFORE, CodeBytes, MAX_LOOP_BYTES, plain_load_loop};
 use crate::model::FrameLoc;
 use crate::report::{SpinLoop, SpinReport, ThreadYields};
@@ -37,7 +37,7 @@ fn cas_spinners(sites: &[CpuSite]) -> HashSet<String> {
         let Some(f) = s.user_frames.first() else {
             continue;
         };
-        let e = by_fn.entry(function(f)).or_default();
+        let e = by_fn.entry(f.function()).or_default();
         e.1 += s.samples;
         if s.after_cas {
             e.0 += s.samples;
@@ -93,7 +93,7 @@ fn plain_load_spinning(sites: &[CpuSite], code: &HashMap<FrameLoc, Vec<u8>>) -> 
         };
         if let Some((space, addr)) = space_of(at) {
             *groups
-                .entry((space, function(f)))
+                .entry((space, f.function()))
                 .or_default()
                 .entry(addr)
                 .or_default() += s.samples;
@@ -152,13 +152,13 @@ pub const MIN_LOAD_HELPER_SHARE: f64 = 0.5;
 /// The program's JIT function a load helper's sample was called from.
 fn load_helper_caller(s: &CpuSite) -> Option<&str> {
     let leaf = s.user_frames.first()?;
-    if !is_load_helper(function(leaf)) {
+    if !is_load_helper(leaf.function()) {
         return None;
     }
     s.user_frames[1..]
         .iter()
-        .find(|f| crate::frame::jit_kind(f) == Some(crate::frame::jit::JitKind::Program))
-        .map(|f| function(f))
+        .find(|f| f.jit_kind() == Some(crate::frame::jit::JitKind::Program))
+        .map(|f| f.function())
 }
 
 /// The JIT functions that poll through a load helper (MIN_LOAD_HELPER_SHARE
@@ -170,7 +170,7 @@ fn load_helper_spinners(sites: &[CpuSite]) -> HashSet<String> {
         if let Some(caller) = load_helper_caller(s) {
             by_fn.entry(caller).or_default().0 += s.samples;
         } else if let Some(f) = s.user_frames.first() {
-            by_fn.entry(function(f)).or_default().1 += s.samples;
+            by_fn.entry(f.function()).or_default().1 += s.samples;
         }
     }
     by_fn
@@ -191,7 +191,7 @@ fn spinning_function(s: &CpuSite) -> String {
     }
     s.user_frames
         .iter()
-        .map(|x| function(x))
+        .map(|x| x.function())
         .find(|x| !crate::runtime::all_of(|r| r.pause_helpers).any(|h| x.contains(h)))
         .unwrap_or("[unknown]")
         .to_string()
@@ -211,7 +211,7 @@ pub fn spin(
             && !s.in_kernel
             && s.user_frames
                 .first()
-                .is_some_and(|f| cas.contains(function(f)))
+                .is_some_and(|f| cas.contains(f.function()))
     };
     let plain = plain_load_spinning(sites, code);
     let helped = load_helper_spinners(sites);
@@ -240,7 +240,7 @@ pub fn spin(
     let spin_samples = count(&spins);
     let share = |n: u64| if all == 0 { 0.0 } else { n as f64 / all as f64 };
     // Each loop apart: (function, kind) -> (samples, threads, stacks).
-    type Seen = (u64, BTreeSet<u32>, BTreeMap<Vec<String>, u64>);
+    type Seen = (u64, BTreeSet<u32>, BTreeMap<Vec<crate::frame::Frame>, u64>);
     let mut loops: BTreeMap<(String, &str), Seen> = BTreeMap::new();
     for s in sites {
         let Some(k) = kind(s) else { continue };
@@ -315,7 +315,7 @@ mod tests {
             spinning,
             after_cas: false,
             own_code: true,
-            user_frames: user.iter().map(|s| s.to_string()).collect(),
+            user_frames: user.iter().map(|s| crate::frame::Frame::from(*s)).collect(),
             kernel_frames: crate::analyze::cpu::Frames::default(),
             samples,
             at,
@@ -353,7 +353,10 @@ mod tests {
         );
         assert_eq!((s.spin_samples, s.spin_share), (10, 0.1));
         assert_eq!(
-            s.spin_stacks[0].frames.last().map(String::as_str),
+            s.spin_stacks[0]
+                .frames
+                .last()
+                .map(crate::frame::Frame::as_str),
             Some("spin_lock (a.c:5)")
         );
         assert_eq!(s.loops.len(), 1);

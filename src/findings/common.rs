@@ -59,11 +59,10 @@ impl Draft {
 
 /// What the remedy means in Java, for a culprit whose stack is in a Java
 /// program's JIT-compiled methods.
-fn java_remedy(id: &str, frames: &[String]) -> Option<&'static str> {
-    let java = frames.iter().any(|f| {
-        crate::frame::jit_kind(f) == Some(crate::frame::jit::JitKind::Program)
-            && crate::frame::is_jit(f)
-    });
+fn java_remedy(id: &str, frames: &[Frame]) -> Option<&'static str> {
+    let java = frames
+        .iter()
+        .any(|f| f.jit_kind() == Some(crate::frame::jit::JitKind::Program) && f.is_jit());
     if !java {
         return None;
     }
@@ -169,13 +168,13 @@ pub fn waiting_share(r: &Report, l: &LockReport) -> f64 {
     ratio(l.wait_ns as f64, wall_ns(r) * f64::from(l.threads.max(1)))
 }
 
-pub use crate::frame::function;
+pub use crate::frame::Frame;
 
 /// The first frame of a stack (innermost first) that is the program's own
 /// code rather than libc's or libpthread's lock machinery: where the lock
 /// is taken from.
-pub fn caller(frames: &[String]) -> Option<&str> {
-    frames.iter().map(|f| function(f)).find(|f| !is_runtime(f))
+pub fn caller(frames: &[Frame]) -> Option<&str> {
+    frames.iter().map(|f| f.function()).find(|f| !is_runtime(f))
 }
 
 /// The program's code a call was made from, as people read it: the
@@ -184,17 +183,14 @@ pub fn caller(frames: &[String]) -> Option<&str> {
 /// the interpreted frame that called it with its line (`poll_parent
 /// (storm.py:4)`), else the unnamed function with its nearest named
 /// callers.
-pub fn call_site(frames: &[String]) -> Option<String> {
+pub fn call_site(frames: &[Frame]) -> Option<String> {
     let f = caller(frames)?;
     if !crate::analyze::runtime_locks::unnamed(f) {
         return Some(f.to_string());
     }
-    let at = frames.iter().position(|x| function(x) == f)?;
-    if let Some(own) = frames[at..]
-        .iter()
-        .find(|x| crate::frame::is_interpreted(x))
-    {
-        return Some(own.clone());
+    let at = frames.iter().position(|x| x.function() == f)?;
+    if let Some(own) = frames[at..].iter().find(|x| x.is_interpreted()) {
+        return Some(own.to_string());
     }
     Some(crate::analyze::waits::with_callers(f, frames))
 }
@@ -206,12 +202,12 @@ const INTERPRETED_CALLERS: usize = 2;
 /// The innermost interpreted frames of a stack (innermost first), as
 /// `work (gil_work.py:16) ← Thread.run (threading.py:975)`; None when it
 /// has none.
-pub fn interpreted_callers(frames: &[String]) -> Option<String> {
+pub fn interpreted_callers(frames: &[Frame]) -> Option<String> {
     let named: Vec<&str> = frames
         .iter()
-        .filter(|f| crate::frame::is_interpreted(f))
+        .filter(|f| f.is_interpreted())
         .take(INTERPRETED_CALLERS)
-        .map(String::as_str)
+        .map(Frame::as_str)
         .collect();
     (!named.is_empty()).then(|| named.join(" ← "))
 }
@@ -259,7 +255,7 @@ impl Unit<'_> {
     }
 
     /// The biggest site's top stack.
-    pub fn frames(&self) -> Vec<String> {
+    pub fn frames(&self) -> Vec<Frame> {
         self.sites
             .first()
             .and_then(|s| s.stacks.first())
@@ -391,7 +387,7 @@ pub fn unit_wrapper(s: &WaitSite) -> Option<&str> {
 /// Whether a site is named by a VM's own code (an interpreter frame, a
 /// stub) rather than by a method or a function.
 fn named_by_vm_code(s: &WaitSite) -> bool {
-    use crate::frame::{jit::JitKind, jit_kind};
+    use crate::frame::jit::JitKind;
     let stub = s
         .function
         .split(crate::analyze::waits::VM_CALLING)
@@ -399,8 +395,8 @@ fn named_by_vm_code(s: &WaitSite) -> bool {
         .unwrap_or_default();
     s.stacks
         .first()
-        .and_then(|st| st.frames.iter().find(|f| function(f) == stub))
-        .is_some_and(|f| jit_kind(f) == Some(JitKind::Stub))
+        .and_then(|st| st.frames.iter().find(|f| f.function() == stub))
+        .is_some_and(|f| f.jit_kind() == Some(JitKind::Stub))
 }
 
 /// Time waited at all contended sites.

@@ -219,7 +219,7 @@ mod tests {
     fn flushing(share: f64, calls: f64, mean_ns: f64) -> Report {
         let mut r = base();
         let ns = (share * WALL) as u64;
-        let frames: Vec<String> = vec![
+        let frames: Vec<crate::frame::Frame> = vec![
             "__GI_fdatasync (fdatasync.c:28)".into(),
             "sqlite3PagerCommitPhaseOne (libsqlite3.so.0)".into(),
             "main (app.c:9)".into(),

@@ -10,7 +10,7 @@ pub use crate::runtime::KnownPattern;
 
 /// The known pattern a syscall from a call site with `frames` (innermost
 /// first) is, if any.
-pub fn known(syscall: &str, frames: &[String]) -> Option<&'static KnownPattern> {
+pub fn known(syscall: &str, frames: &[crate::frame::Frame]) -> Option<&'static KnownPattern> {
     crate::runtime::all_of(|r| r.patterns)
         .find(|p| p.syscalls.contains(&syscall) && frames.iter().any(|f| is_pattern_frame(p, f)))
 }
@@ -28,8 +28,8 @@ pub fn is_pattern_frame(p: &KnownPattern, frame: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn v(f: &[&str]) -> Vec<String> {
-        f.iter().map(|s| s.to_string()).collect()
+    fn v(f: &[&str]) -> Vec<crate::frame::Frame> {
+        f.iter().map(|s| crate::frame::Frame::new(*s)).collect()
     }
 
     #[test]

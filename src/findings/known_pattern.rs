@@ -43,7 +43,7 @@ struct Tally<'a> {
     ns: f64,
     /// Its syscalls by calls, most first.
     syscalls: Vec<(&'a str, f64)>,
-    top: Option<(&'a str, &'a [String], f64)>,
+    top: Option<(&'a str, &'a [Frame], f64)>,
 }
 
 fn tally<'a>(r: &'a Report, pattern: &'static KnownPattern) -> Tally<'a> {
@@ -89,14 +89,13 @@ fn tally<'a>(r: &'a Report, pattern: &'static KnownPattern) -> Tally<'a> {
 /// The program's own managed code on a stack (a JavaScript function of its
 /// scripts, a Java method of its classes), innermost first, as people read
 /// it: `go (/srv/app.js:5)`.
-fn program_method(frames: &[String]) -> Option<String> {
+fn program_method(frames: &[Frame]) -> Option<String> {
     let f = frames
         .iter()
-        .find(|f| crate::frame::jit_kind(f) == Some(crate::frame::jit::JitKind::Program))?;
-    let (name, location, _) = crate::frame::split(f);
-    Some(match location.and_then(|l| l.strip_suffix(", js")) {
-        Some(at) => format!("{} ({at})", name.trim()),
-        None => crate::frame::short_function(name.trim()),
+        .find(|f| f.jit_kind() == Some(crate::frame::jit::JitKind::Program))?;
+    Some(match f.location().and_then(|l| l.strip_suffix(", js")) {
+        Some(at) => format!("{} ({at})", f.function()),
+        None => crate::frame::short_function(f.function()),
     })
 }
 
@@ -194,9 +193,9 @@ pub fn pattern_of(f: &Finding) -> Option<&'static KnownPattern> {
 /// call site (innermost first): what called the library. A library
 /// function's name ends with the pattern's (`__GI_getaddrinfo`), where a
 /// caller's may only contain it (libuv's `uv__getaddrinfo_work`).
-fn call_site_past(frames: &[String], p: &KnownPattern) -> Option<String> {
-    let own = |f: &String| {
-        let name = crate::frame::short_function(crate::frame::function(f));
+fn call_site_past(frames: &[Frame], p: &KnownPattern) -> Option<String> {
+    let own = |f: &Frame| {
+        let name = crate::frame::short_function(f.function());
         p.frames.iter().any(|k| name.ends_with(k))
     };
     let last = frames.iter().rposition(own)?;
@@ -212,7 +211,10 @@ mod tests {
 
     fn site(frames: &[&str], calls: u64) -> Callsite {
         Callsite {
-            frames: frames.iter().map(|s| s.to_string()).collect(),
+            frames: frames
+                .iter()
+                .map(|s| crate::frame::Frame::from(*s))
+                .collect(),
             calls,
             calls_estimated: true,
             samples: 10,

@@ -91,9 +91,9 @@ pub fn read_share(l: &LockReport) -> f64 {
 }
 
 /// Whether a waiter stack (innermost first) is a read path.
-pub fn reads(frames: &[String]) -> bool {
+pub fn reads(frames: &[crate::frame::Frame]) -> bool {
     for frame in frames {
-        let words = words(function(frame));
+        let words = words(frame.function());
         if words.iter().any(|w| WRITE_VERBS.contains(&w.as_str())) {
             return false;
         }

@@ -62,7 +62,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
             kind: CulpritKind::Process,
             name: format!("{comm} (pid {}, {} threads)", r.target_pid, r.threads.len()),
             frames: worst
-                .map(|w| vec![format!("most preempted: {} (tid {})", w.0, w.1)])
+                .map(|w| vec![format!("most preempted: {} (tid {})", w.0, w.1).into()])
                 .unwrap_or_default(),
         },
         remedy: "Run no more busy threads than CPUs: size worker pools to the CPUs the process \

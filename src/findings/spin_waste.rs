@@ -83,8 +83,8 @@ fn loop_finding(r: &Report, l: &SpinLoop) -> Option<Finding> {
 }
 
 /// Per function calling sched_yield: (calls, its top stack).
-fn yield_sites(r: &Report) -> BTreeMap<String, (u64, Vec<String>)> {
-    let mut out: BTreeMap<String, (u64, Vec<String>)> = BTreeMap::new();
+fn yield_sites(r: &Report) -> BTreeMap<String, (u64, Vec<Frame>)> {
+    let mut out: BTreeMap<String, (u64, Vec<Frame>)> = BTreeMap::new();
     let Some(c) = r.syscalls.iter().find(|c| c.name == "sched_yield") else {
         return out;
     };
@@ -99,7 +99,7 @@ fn yield_sites(r: &Report) -> BTreeMap<String, (u64, Vec<String>)> {
     out
 }
 
-fn yield_finding(r: &Report, function: &str, calls: u64, frames: Vec<String>) -> Option<Finding> {
+fn yield_finding(r: &Report, function: &str, calls: u64, frames: Vec<Frame>) -> Option<Finding> {
     let per_s = ratio(calls as f64, wall_ns(r) / 1e9);
     let yield_sys_ns = r.summary.sys_ns as f64 * ratio(calls as f64, r.summary.syscalls as f64);
     Draft {
@@ -129,7 +129,7 @@ fn one_loop(r: &Report) -> Option<SpinLoop> {
         .frames
         .iter()
         .rev()
-        .map(|x| function(x))
+        .map(|x| x.function())
         .find(|x| !x.contains("cpu_relax") && !x.ends_with("[k]"))?
         .to_string();
     Some(SpinLoop {

@@ -45,7 +45,7 @@ fn stack(function: &str, count: u64) -> LockStack {
         frames: vec![
             "__lll_lock_wait (lowlevellock.c:49)".into(),
             "my_lock (app.c:5)".into(),
-            format!("{function} (app.c:10)"),
+            format!("{function} (app.c:10)").into(),
         ],
         count,
         wait_ns: 0,
@@ -103,7 +103,11 @@ fn exclusive_hot_thresholds() {
 #[test]
 fn read_paths_are_told_by_their_verbs() {
     use lock_exclusive_hot::reads;
-    let s = |f: &[&str]| f.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let s = |f: &[&str]| {
+        f.iter()
+            .map(|x| crate::frame::Frame::from(*x))
+            .collect::<Vec<_>>()
+    };
     assert!(reads(&s(&[
         "__lll_lock_wait (x.c:1)",
         "ns_lock (a.c:1)",
@@ -140,7 +144,7 @@ fn site(function: &str, waiters: u32, waiting: f64, locks: &[&str], mechanism: &
     s.releases[0].wait_ns = s.wait_ns;
     s.stacks[0].frames = vec![
         "__lll_lock_wait (lowlevellock.c:49)".into(),
-        format!("{function}(int) (app.cc:10)"),
+        format!("{function}(int) (app.cc:10)").into(),
     ];
     s
 }
@@ -165,7 +169,7 @@ fn a_unit_is_named_by_a_method_before_the_interpreter() {
         s.lock_words = 8;
         s.stacks[0].frames = vec![
             "Parker::park(bool, long) (libjvm.so)".into(),
-            format!("{function} ({location})"),
+            format!("{function} ({location})").into(),
         ];
         s
     };
@@ -325,9 +329,15 @@ fn an_interpreters_lock_names_the_code_queued_for_it() {
         let mut r = global(5, 0.9, 0.9, 1.0);
         for s in r.waits.iter_mut().take(3) {
             s.runtime_lock = Some("CPython's GIL".into());
-            s.stacks[0].frames = frames.iter().map(|f| f.to_string()).collect();
+            s.stacks[0].frames = frames
+                .iter()
+                .map(|f| crate::frame::Frame::from(*f))
+                .collect();
             // Its holders hand it over from the same Python code.
-            s.releases[0].stacks[0].frames = frames[1..].iter().map(|f| f.to_string()).collect();
+            s.releases[0].stacks[0].frames = frames[1..]
+                .iter()
+                .map(|f| crate::frame::Frame::from(*f))
+                .collect();
         }
         check(&r).remove(0)
     };
@@ -677,9 +687,9 @@ pub(crate) fn spinning_in(loops: &[(&str, &str, f64, u64)], yields_per_s: f64) -
     let mut r = base();
     let stack = |f: &str| {
         vec![
-            "main (a.c:1)".to_string(),
-            format!("{f} (a.c:9)"),
-            "cpu_relax (a.c:3)".to_string(),
+            "main (a.c:1)".into(),
+            format!("{f} (a.c:9)").into(),
+            "cpu_relax (a.c:3)".into(),
         ]
     };
     r.spin = SpinReport {
@@ -947,7 +957,7 @@ fn wakeup(waker: u32, woken: u32, mechanism: &str, wait_ns: u64) -> WakeupReport
         waker_stacks: vec![CountedStack {
             frames: vec![
                 "pthread_cond_signal".into(),
-                format!("produce{waker} (a.c:1)"),
+                format!("produce{waker} (a.c:1)").into(),
             ],
             count: 10,
             samples: 10,
@@ -1336,7 +1346,7 @@ fn a_file_storm_names_its_path_and_a_known_pattern_its_fix() {
 #[test]
 fn a_storm_from_interpreted_code_names_its_line() {
     let frames = |python: bool| {
-        let mut f: Vec<String> = vec![
+        let mut f: Vec<crate::frame::Frame> = vec![
             "__GI_getppid (syscall-template.S:93)".into(),
             "python3.11+0x471391".into(),
             "python3.11+0x51f62a".into(),

@@ -151,7 +151,7 @@ struct Waker<'a> {
     wait_ns: f64,
     woken: BTreeSet<u32>,
     /// (wake-ups, frames) of its sampled stacks.
-    top_stack: Option<(u64, &'a [String])>,
+    top_stack: Option<(u64, &'a [Frame])>,
 }
 
 /// The runtime's event loop thread `tid` runs, from the stacks it woke
@@ -162,7 +162,7 @@ fn event_loop(r: &Report, tid: u32) -> Option<&'static crate::runtime::EventLoop
         .iter()
         .filter(|w| w.waker_tid == tid)
         .flat_map(|w| &w.waker_stacks)
-        .find_map(|s| crate::runtime::event_loop_of(&s.frames))
+        .find_map(|s| crate::runtime::event_loop_of(s.frames.iter().map(|f| f.function())))
 }
 
 /// What the producer itself waits for: its largest off-CPU reason other

@@ -6,6 +6,9 @@
 
 pub mod code;
 pub mod jit;
+pub mod typed;
+
+pub use typed::{Code, Frame};
 
 const INLINED: &str = " [inlined]";
 
@@ -277,8 +280,8 @@ pub fn short_frame(frame: &str) -> String {
 }
 
 /// A stack's frames as people read them (`short_frame` of each).
-pub fn short_frames(frames: &[String]) -> Vec<String> {
-    frames.iter().map(|f| short_frame(f)).collect()
+pub fn short_frames<S: AsRef<str>>(frames: &[S]) -> Vec<String> {
+    frames.iter().map(|f| short_frame(f.as_ref())).collect()
 }
 
 /// The words of a function's own name (its last `::` part, without

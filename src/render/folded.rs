@@ -39,9 +39,13 @@ pub fn lines(stacks: &Stacks) -> Vec<String> {
 }
 
 /// Innermost-first frames under `root`, outermost first.
-fn rooted(root: Option<String>, innermost_first: &[String], leaf: Option<String>) -> Vec<String> {
+fn rooted(
+    root: Option<String>,
+    innermost_first: &[crate::frame::Frame],
+    leaf: Option<String>,
+) -> Vec<String> {
     root.into_iter()
-        .chain(innermost_first.iter().rev().cloned())
+        .chain(innermost_first.iter().rev().map(|f| f.to_string()))
         .chain(leaf)
         .collect()
 }
@@ -51,7 +55,7 @@ pub fn cpu(r: &Report) -> Stacks {
     r.cpu_samples
         .folded
         .iter()
-        .map(|f| (f.frames.clone(), f.count))
+        .map(|f| (f.frames.iter().map(|x| x.to_string()).collect(), f.count))
         .collect()
 }
 
@@ -102,7 +106,7 @@ pub fn wait_sites(r: &Report) -> Stacks {
             s.stacks.iter().map(move |st| {
                 (
                     std::iter::once(root.clone())
-                        .chain(st.frames.iter().rev().cloned())
+                        .chain(st.frames.iter().rev().map(|f| f.to_string()))
                         .collect(),
                     st.ns,
                 )

@@ -176,7 +176,7 @@ pub(crate) fn cpu(r: &Report, out: &mut String) {
             s.spin_share * 100.0
         );
         if let Some(top) = s.spin_stacks.first() {
-            let frames: Vec<String> = top.frames.iter().rev().cloned().collect();
+            let frames: Vec<crate::frame::Frame> = top.frames.iter().rev().cloned().collect();
             stack(out, "spins at", &frames);
         }
     }

@@ -106,7 +106,7 @@ const HOST_LINE_MIN_CPUS: f64 = 0.25;
 const HOST_LINE_PROCESSES: usize = 4;
 
 /// A stack, innermost first, one frame a line, `label` before the first.
-pub(crate) fn stack(out: &mut String, label: &str, frames: &[String]) {
+pub(crate) fn stack(out: &mut String, label: &str, frames: &[crate::frame::Frame]) {
     for (i, frame) in frames.iter().take(SITE_FRAMES).enumerate() {
         let lead = if i == 0 { label } else { "" };
         let _ = writeln!(out, "    {lead:<16} {}", short_frame(frame));

@@ -164,7 +164,7 @@ pub struct Culprit {
     pub name: String,
     /// Its symbolized stack, innermost first: the call site, or the waiters'
     /// top stack.
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -296,7 +296,7 @@ pub struct PathCount {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Callsite {
     /// Symbolized user stack, innermost first.
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub calls: u64,
     /// True when `calls` is estimated from weighted samples (it then still
     /// adds up, over all call sites, to the syscall's exact `calls`).
@@ -400,7 +400,7 @@ impl LockReport {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockStack {
     /// Symbolized user stack, innermost first.
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     /// Calls from this stack.
     pub count: u64,
     /// Time inside those calls.
@@ -615,7 +615,7 @@ pub struct OffCpuReasonReport {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimedStack {
     /// Symbolized user stack, innermost first.
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub ns: u64,
     pub samples: u64,
     /// True when `ns` is scaled from time-weighted samples.
@@ -650,7 +650,7 @@ pub struct WakeupReport {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CountedStack {
     /// Symbolized user stack, innermost first.
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub count: u64,
     pub samples: u64,
     pub estimated: bool,
@@ -695,7 +695,7 @@ pub struct PollReport {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PollSite {
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub calls: u64,
     pub fds_per_call: f64,
     pub ready_per_call: f64,
@@ -720,7 +720,7 @@ pub struct CpuProfile {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FoldedStack {
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub count: u64,
 }
 
@@ -769,7 +769,7 @@ pub struct SpinLoop {
     /// Threads sampled spinning there.
     pub threads: u32,
     /// Its top stack, outermost first.
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

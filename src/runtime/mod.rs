@@ -303,16 +303,18 @@ pub struct EventLoop {
     pub remedy: &'static str,
 }
 
-/// The event loop a thread with `frames` (any order) runs, if any.
-pub fn event_loop_of<S: AsRef<str>>(frames: &[S]) -> Option<&'static EventLoop> {
+/// The event loop a thread whose stack has `functions` (any order) runs,
+/// if any.
+pub fn event_loop_of<'a, I>(functions: I) -> Option<&'static EventLoop>
+where
+    I: IntoIterator<Item = &'a str> + Clone,
+{
     ALL.iter().find_map(|r| {
         let l = r.event_loop?;
-        frames
-            .iter()
-            .any(|f| {
-                r.matching
-                    .matches(crate::frame::function(f.as_ref()), l.frames)
-            })
+        functions
+            .clone()
+            .into_iter()
+            .any(|f| r.matching.matches(f, l.frames))
             .then_some(l)
     })
 }

@@ -68,15 +68,15 @@ fn a_runtime_that_parks_idle_threads_says_what_that_is() {
 /// does not.
 #[test]
 fn an_event_loop_is_known_by_its_runtimes_frames() {
-    let node = ["uv__io_poll (linux.c:1368)", "uv_run (core.c:447)"];
+    let node = ["uv__io_poll", "uv_run"];
     assert_eq!(
-        event_loop_of(&node).map(|l| l.name),
+        event_loop_of(node.iter().copied()).map(|l| l.name),
         Some("libuv's event loop")
     );
-    let debian = ["libuv.so.1+0x1a2b3", "uv_run (libuv.so.1)", "main (node)"];
-    assert!(event_loop_of(&debian).is_some());
-    assert!(event_loop_of(&["uv_runner (a.c:3)", "main (a.c:9)"]).is_none());
-    assert!(event_loop_of::<&str>(&[]).is_none());
+    let debian = ["libuv.so.1+0x1a2b3", "uv_run", "main"];
+    assert!(event_loop_of(debian.iter().copied()).is_some());
+    assert!(event_loop_of(["uv_runner", "main"].iter().copied()).is_none());
+    assert!(event_loop_of(std::iter::empty()).is_none());
     // Its wrappers are wait primitives: a wait is named past them.
     assert!(waits_in("uv_cond_wait", |w| w.condition));
     assert!(waits_in("uv_mutex_lock", |w| w.acquire));

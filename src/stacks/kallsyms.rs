@@ -117,7 +117,12 @@ impl Kallsyms {
     pub fn name_stacks(&self, stacks: &HashMap<i32, Vec<u64>>) -> KernelStacks {
         let mut unresolved = 0;
         let addrs: Vec<u64> = stacks.values().flatten().copied().collect();
-        let names = self.names(&addrs, &mut unresolved);
+        // Typed once (`frame::Frame`), shared by every stack with them.
+        let names: HashMap<u64, crate::frame::Frame> = self
+            .names(&addrs, &mut unresolved)
+            .into_iter()
+            .map(|(ip, name)| (ip, crate::frame::Frame::new(name)))
+            .collect();
         KernelStacks {
             frames: stacks
                 .iter()

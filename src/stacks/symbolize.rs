@@ -10,7 +10,7 @@ use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 use super::elf::ModuleTable;
 use super::gopclntab::{GoFrame, GoFuncs};
 use super::jit::{self, JitMaps};
-use crate::frame::{JIT_LOCATION, file_name, is_language_runtime, is_runtime_library};
+use crate::frame::{Frame, JIT_LOCATION, file_name, is_language_runtime, is_runtime_library};
 use crate::interp::Interpreters;
 use crate::model::FrameLoc;
 
@@ -20,7 +20,7 @@ use crate::model::FrameLoc;
 /// again for each window was a third of `kerntax top`'s CPU).
 #[derive(Default)]
 pub struct NameCache {
-    names: HashMap<FrameLoc, Vec<String>>,
+    names: HashMap<FrameLoc, Vec<Frame>>,
     symbolizer: Option<Symbolizer>,
 }
 
@@ -28,7 +28,7 @@ pub struct NameCache {
 /// functions first), innermost first.
 #[derive(Default)]
 pub struct Symbols {
-    names: HashMap<FrameLoc, Vec<String>>,
+    names: HashMap<FrameLoc, Vec<Frame>>,
     /// Frames that got no function name.
     pub unresolved: u64,
 }
@@ -160,7 +160,7 @@ impl Symbols {
                         Some(m) => format!("{} {addr:#x}", file_name(m)),
                         None => format!("[unknown] {addr:#x}"),
                     };
-                    out.names.insert(loc.clone(), vec![s]);
+                    out.names.insert(loc.clone(), vec![Frame::new(s)]);
                     out.unresolved += 1;
                 }
                 FrameLoc::Jit { pid, addr } => {
@@ -174,7 +174,7 @@ impl Symbols {
                             format!("[jit] {addr:#x}")
                         }
                     };
-                    out.names.insert(loc.clone(), vec![s]);
+                    out.names.insert(loc.clone(), vec![Frame::new(s)]);
                 }
                 FrameLoc::Python { .. }
                 | FrameLoc::Ruby { .. }
@@ -193,7 +193,7 @@ impl Symbols {
                                 .to_string()
                         }
                     };
-                    out.names.insert(loc.clone(), vec![s]);
+                    out.names.insert(loc.clone(), vec![Frame::new(s)]);
                 }
             }
         }
@@ -236,7 +236,7 @@ impl Symbols {
                     Some(Symbolized::Unknown(_)) => retried.next(),
                     r => r,
                 };
-                let names = match result {
+                let texts: Vec<String> = match result {
                     Some(Symbolized::Sym(sym)) => {
                         let mut v: Vec<String> = sym
                             .inlined
@@ -261,6 +261,8 @@ impl Symbols {
                         }
                     },
                 };
+                // Typed once, here (`frame::Frame`).
+                let names: Vec<Frame> = texts.into_iter().map(Frame::new).collect();
                 if let Some(c) = cached.as_deref_mut() {
                     c.insert(FrameLoc::InModule { module, svma }, names.clone());
                 }
@@ -270,15 +272,15 @@ impl Symbols {
         out
     }
 
-    /// The strings for a stack, innermost first.
-    pub fn stack(&self, frames: &[FrameLoc]) -> Vec<String> {
+    /// The frames of a stack, innermost first.
+    pub fn stack(&self, frames: &[FrameLoc]) -> Vec<Frame> {
         frames
             .iter()
             .flat_map(|f| {
                 self.names
                     .get(f)
                     .cloned()
-                    .unwrap_or_else(|| vec!["[unresolved]".into()])
+                    .unwrap_or_else(|| vec![Frame::new("[unresolved]")])
             })
             .collect()
     }

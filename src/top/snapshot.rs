@@ -116,7 +116,7 @@ pub struct Headline {
     pub title: String,
     pub severity: f64,
     pub culprit: String,
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     /// Each figure against its threshold, in words.
     pub evidence: Vec<String>,
     pub remedy: String,

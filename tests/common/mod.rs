@@ -236,9 +236,10 @@ pub fn wait_programs_gone() -> Vec<String> {
 }
 
 /// Whether a symbolized stack has a frame of function `func`.
-pub fn has_frame(frames: &[String], func: &str) -> bool {
+pub fn has_frame<S: AsRef<str>>(frames: &[S], func: &str) -> bool {
     frames.iter().any(|f| {
-        f.strip_prefix(func)
+        f.as_ref()
+            .strip_prefix(func)
             .is_some_and(|rest| rest.starts_with(' '))
     })
 }

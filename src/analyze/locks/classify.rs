@@ -5,13 +5,11 @@
 
 pub use crate::report::LockKind;
 
-use crate::frame::function;
-
 /// The kind a stack shows, from its innermost library frame that says: a
 /// mutex re-taken inside pthread_cond_wait is a mutex wait.
-pub fn kind_of_stack(frames: &[String]) -> Option<LockKind> {
+pub fn kind_of_stack(frames: &[crate::frame::Frame]) -> Option<LockKind> {
     frames.iter().find_map(|f| {
-        let name = function(f);
+        let name = f.function();
         crate::runtime::all_of(|r| r.lock_kinds)
             .find(|(_, names)| names.iter().any(|n| name.contains(n)))
             .map(|(kind, _)| *kind)
@@ -24,8 +22,8 @@ pub fn kind_of_stack(frames: &[String]) -> Option<LockKind> {
 pub fn classify<'a>(
     sysv: bool,
     pi_operations: bool,
-    waiter_stacks: impl IntoIterator<Item = (&'a [String], u64)>,
-    waker_stacks: impl IntoIterator<Item = (&'a [String], u64)>,
+    waiter_stacks: impl IntoIterator<Item = (&'a [crate::frame::Frame], u64)>,
+    waker_stacks: impl IntoIterator<Item = (&'a [crate::frame::Frame], u64)>,
 ) -> LockKind {
     if sysv {
         return LockKind::SysvSem;
@@ -33,7 +31,7 @@ pub fn classify<'a>(
     if pi_operations {
         return LockKind::PiMutex;
     }
-    let vote = |stacks: &mut dyn Iterator<Item = (&'a [String], u64)>| {
+    let vote = |stacks: &mut dyn Iterator<Item = (&'a [crate::frame::Frame], u64)>| {
         let mut votes: Vec<(LockKind, u64)> = vec![];
         for (frames, weight) in stacks {
             if let Some(kind) = kind_of_stack(frames) {
@@ -57,8 +55,11 @@ pub fn classify<'a>(
 mod tests {
     use super::*;
 
-    fn stack(frames: &[&str]) -> Vec<String> {
-        frames.iter().map(|s| s.to_string()).collect()
+    fn stack(frames: &[&str]) -> Vec<crate::frame::Frame> {
+        frames
+            .iter()
+            .map(|s| crate::frame::Frame::new(*s))
+            .collect()
     }
 
     #[test]

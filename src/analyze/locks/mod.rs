@@ -81,7 +81,7 @@ fn per_s(n: u64, duration_ns: u64) -> f64 {
 /// Stacks of one side of a lock, their counts scaled to the exact `total`
 /// operations and their times to the measured `total_ns` when known.
 fn stacks(sites: &[&LockSite], total: u64, total_ns: Option<u64>) -> Vec<LockStack> {
-    let mut merged: BTreeMap<&[String], (u64, u128, u64)> = BTreeMap::new();
+    let mut merged: BTreeMap<&[crate::frame::Frame], (u64, u128, u64)> = BTreeMap::new();
     for s in sites {
         let e = merged.entry(&s.frames).or_default();
         e.0 += s.weight;
@@ -388,7 +388,7 @@ mod tests {
         LockSite {
             key,
             wait,
-            frames: vec![f.to_string()].into(),
+            frames: vec![crate::frame::Frame::from(f)].into(),
             weight,
             weighted_ns: ns,
             samples: 1,
@@ -569,7 +569,7 @@ mod tests {
             "__lll_lock_wait (lowlevellock.c:49)",
             "Cache::lookup(std::string const&) (cache.cc:10)",
         ]
-        .map(String::from)
+        .map(crate::frame::Frame::from)
         .into();
         lookup.runtime = 1;
         sites.push(lookup);

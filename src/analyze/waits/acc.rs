@@ -10,6 +10,7 @@
 //! proportion, and they count as waiters there.
 
 use crate::fixed_hash::HashMap;
+use crate::frame::Frame;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::prior::{WaitPrior, prior_of};
@@ -142,7 +143,7 @@ pub struct SiteAcc {
     pub pids: BTreeSet<u32>,
     pub syscalls: BTreeMap<String, f64>,
     pub locks: BTreeSet<LockKey>,
-    pub stacks: BTreeMap<Vec<String>, (f64, u64)>,
+    pub stacks: BTreeMap<Vec<Frame>, (f64, u64)>,
     /// mechanism -> what ended these sleeps.
     pub releases: BTreeMap<String, ReleaseAcc>,
     /// The sleeps threads of the target ended.
@@ -306,9 +307,8 @@ pub struct Placed {
 
 /// Frames between frame `at` and the thread's entry function on `frames`
 /// (innermost first), if the stack is whole and not a VM's.
-fn from_entry(frames: &[String], at: usize, truncated: bool) -> Option<usize> {
-    use crate::frame::{function, jit_kind};
-    if truncated || frames.iter().any(|f| jit_kind(f).is_some()) {
+fn from_entry(frames: &[Frame], at: usize, truncated: bool) -> Option<usize> {
+    if truncated || frames.iter().any(|f| f.jit_kind().is_some()) {
         return None;
     }
     // The C library's and C++ runtime's frames (named, or unnamed in a
@@ -321,7 +321,7 @@ fn from_entry(frames: &[String], at: usize, truncated: bool) -> Option<usize> {
         crate::frame::is_runtime_library(module)
     };
     let entry = frames.iter().rposition(|f| {
-        let name = function(f);
+        let name = f.function();
         !crate::runtime::all_of(|r| r.thread_entries).any(|e| *e == name)
             && !crate::runtime::all_of(|r| r.thread_entry_parts).any(|p| f.contains(p))
             && !runtime(f)
@@ -357,7 +357,7 @@ pub fn gather(inp: &Inputs<'_>) -> Gathered {
             .frames
             .iter()
             .skip(s.runtime)
-            .position(|f| crate::frame::function(f) == site)
+            .position(|f| f.function() == site)
             .map_or(s.runtime, |p| p + s.runtime);
         placed.push(Placed {
             site: site.clone(),

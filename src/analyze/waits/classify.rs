@@ -103,7 +103,7 @@ fn idle_evidence(a: &SiteAcc) -> String {
     heaviest
         .into_iter()
         .flat_map(|(frames, _)| frames)
-        .find_map(|f| crate::runtime::idle_park(crate::frame::function(f)))
+        .find_map(|f| crate::runtime::idle_park(f.function()))
         .map_or("the runtime parks its idle threads here".into(), |r| {
             r.waits.idle_evidence.into()
         })

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use super::acc::SiteAcc;
 use super::prior::WaitPrior;
 use crate::frame::jit::JitKind;
-use crate::frame::{function, is_jit, jit_kind};
 
 /// The share of a site's time whose stacks show the other site's method as
 /// its caller, from which the other is its inlined form.
@@ -25,7 +24,7 @@ fn program_method(a: &SiteAcc, site: &str) -> bool {
     a.stacks.keys().any(|frames| {
         frames
             .iter()
-            .any(|f| function(f) == site && is_jit(f) && jit_kind(f) == Some(JitKind::Program))
+            .any(|f| f.function() == site && f.is_jit() && f.jit_kind() == Some(JitKind::Program))
     })
 }
 
@@ -35,10 +34,10 @@ fn caller(a: &SiteAcc, site: &str) -> Option<(String, f64)> {
     let mut total = 0.0;
     for (frames, (ns, _)) in &a.stacks {
         total += ns;
-        if let Some(i) = frames.iter().position(|f| function(f) == site)
+        if let Some(i) = frames.iter().position(|f| f.function() == site)
             && let Some(up) = frames.get(i + 1)
         {
-            *by.entry(function(up).to_string()).or_default() += ns;
+            *by.entry(up.function().to_string()).or_default() += ns;
         }
     }
     let (name, ns) = by.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;

@@ -71,7 +71,7 @@ pub const MIN_CONTENDED_SHARE_OF_LOCK: f64 = 0.25;
 #[derive(Clone, Debug)]
 pub struct SleepSample {
     pub key: SleepKey,
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     /// Leading strings of `frames` in runtime libraries.
     pub runtime: usize,
     /// The stack was cut short at its outer end (its depth is unknown).
@@ -96,7 +96,7 @@ pub struct WakeSample {
     pub woken_tid: u32,
     /// What the waker had run since its own last sleep (`Waker::ran_log2`).
     pub waker_ran_log2: u8,
-    pub frames: Vec<String>,
+    pub frames: Vec<crate::frame::Frame>,
     pub runtime: usize,
     pub weight: u64,
 }

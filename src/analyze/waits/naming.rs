@@ -10,7 +10,7 @@
 
 use crate::analyze::runtime_locks::unnamed;
 use crate::frame::jit::JitKind;
-use crate::frame::{function, is_interpreted, is_interpreter, jit_kind, short_function};
+use crate::frame::{Frame, short_function};
 use crate::report::{Release, WaitSite};
 
 /// Named callers shown beside an unnamed site.
@@ -81,21 +81,21 @@ pub fn release_site(r: &Release, runtime_lock: Option<&str>) -> Option<String> {
 
 /// A function that threads wait in, `function_name` on `frames` (innermost
 /// first), as people read it: a lock's role is named as its site is.
-pub fn wait_function(function_name: &str, frames: &[String], runtime_lock: Option<&str>) -> String {
+pub fn wait_function(function_name: &str, frames: &[Frame], runtime_lock: Option<&str>) -> String {
     readable(function_name, frames, runtime_lock, WAIT_PRIMITIVES)
 }
 
 /// A function on `frames` (innermost first) as people read it, with its
 /// nearest named callers when it has no name itself (`mariadbd+0xd5b023 in
 /// handler::ha_index_read_map ← mysql_update`).
-pub fn with_callers(function_name: &str, frames: &[String]) -> String {
+pub fn with_callers(function_name: &str, frames: &[Frame]) -> String {
     readable(function_name, frames, None, &[])
 }
 
 /// `function_name` on `frames` (innermost first) as people read it.
 fn readable(
     function_name: &str,
-    frames: &[String],
+    frames: &[Frame],
     runtime_lock: Option<&str>,
     primitives: &'static [(&'static str, &'static str)],
 ) -> String {
@@ -144,13 +144,13 @@ const WAKE_PRIMITIVES: &[(&str, &str)] = &[
 /// the one nearest it first (`rb_native_cond_wait` before the C library's
 /// internals).
 fn primitive(
-    frames: &[String],
+    frames: &[Frame],
     function_name: &str,
     primitives: &'static [(&'static str, &'static str)],
 ) -> Option<&'static str> {
-    let at = frames.iter().position(|f| function(f) == function_name)?;
+    let at = frames.iter().position(|f| f.function() == function_name)?;
     frames[..at].iter().rev().find_map(|f| {
-        let name = function(f);
+        let name = f.function();
         primitives
             .iter()
             .find(|(part, _)| name.contains(part))
@@ -162,23 +162,23 @@ fn primitive(
 /// (innermost first), when it has no name itself: `A ← B`. When the
 /// interpreter's frames were read, the program's own (Python, Ruby) are
 /// shown rather than the interpreter's exported C they ran through.
-fn named_callers_in(frames: &[String], function_name: &str) -> Option<String> {
+fn named_callers_in(frames: &[Frame], function_name: &str) -> Option<String> {
     if !unnamed(function_name) {
         return None;
     }
-    let at = frames.iter().position(|f| function(f) == function_name)?;
+    let at = frames.iter().position(|f| f.function() == function_name)?;
     let callers = &frames[at + 1..];
-    let interpreted = callers.iter().any(|f| is_interpreted(f));
+    let interpreted = callers.iter().any(|f| f.is_interpreted());
     let named: Vec<String> = callers
         .iter()
         .filter(|f| {
             !unnamed(f)
-                && jit_kind(f) != Some(JitKind::Stub)
-                && function(f) != "Interpreter"
-                && !(interpreted && is_interpreter(f))
+                && f.jit_kind() != Some(JitKind::Stub)
+                && f.function() != "Interpreter"
+                && !(interpreted && f.is_interpreter())
         })
         .take(NAMED_CALLERS)
-        .map(|f| short_function(function(f)))
+        .map(|f| short_function(f.function()))
         .collect();
     (!named.is_empty()).then(|| named.join(" ← "))
 }
@@ -190,14 +190,14 @@ mod tests {
 
     const LIB: &str = "libruby-3.1.so.3.1.2";
 
-    fn v(f: &[&str]) -> Vec<String> {
-        f.iter().map(|s| s.to_string()).collect()
+    fn v(f: &[&str]) -> Vec<crate::frame::Frame> {
+        f.iter().map(|s| crate::frame::Frame::new(*s)).collect()
     }
 
     /// A GVL wait of Ruby 3.1 as a merged stack shows it: libruby's static
     /// wait code between the C library's condition wait and the program's
     /// Ruby method.
-    fn gvl_frames(off: &str, wait: &str) -> Vec<String> {
+    fn gvl_frames(off: &str, wait: &str) -> Vec<crate::frame::Frame> {
         v(&[
             "__futex_abstimed_wait_common (futex-internal.c:87)",
             wait,

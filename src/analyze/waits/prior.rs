@@ -15,7 +15,7 @@
 //! variable's mutex inside `pthread_cond_wait`, and a sleep there is a
 //! mutex wait.
 
-use crate::frame::function;
+use crate::frame::Frame;
 use crate::runtime::{Waits, waits_in};
 
 pub use crate::report::WaitPrior;
@@ -36,7 +36,7 @@ const KINDS: &[(Kind, WaitPrior)] = &[
 
 /// The prior of a sleep in syscall `syscall` with `frames` (innermost
 /// first), up to and including `site` (the function the site is named by).
-pub fn prior_of(syscall: &str, frames: &[String], site: &str) -> WaitPrior {
+pub fn prior_of(syscall: &str, frames: &[Frame], site: &str) -> WaitPrior {
     match syscall {
         "nanosleep" | "clock_nanosleep" | "pause" => return WaitPrior::Sleep,
         "sched_yield" => return WaitPrior::Yield,
@@ -46,16 +46,19 @@ pub fn prior_of(syscall: &str, frames: &[String], site: &str) -> WaitPrior {
     }
     let end = frames
         .iter()
-        .position(|f| function(f) == site)
+        .position(|f| f.function() == site)
         .unwrap_or(frames.len());
     let chain = &frames[..end];
-    if chain.iter().any(|f| waits_in(function(f), |w| w.reacquire)) {
+    if chain
+        .iter()
+        .any(|f| waits_in(f.function(), |w| w.reacquire))
+    {
         return WaitPrior::LockAcquire;
     }
     // The queue's take is the site (or on its way out): look one frame past.
     let outer = frames.get(end).into_iter().chain(chain.iter().rev());
     for f in outer {
-        let name = function(f);
+        let name = f.function();
         if let Some((_, prior)) = KINDS.iter().find(|(kind, _)| waits_in(name, kind)) {
             return *prior;
         }
@@ -67,8 +70,8 @@ pub fn prior_of(syscall: &str, frames: &[String], site: &str) -> WaitPrior {
 mod tests {
     use super::*;
 
-    fn v(f: &[&str]) -> Vec<String> {
-        f.iter().map(|s| s.to_string()).collect()
+    fn v(f: &[&str]) -> Vec<crate::frame::Frame> {
+        f.iter().map(|s| crate::frame::Frame::new(*s)).collect()
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::Inputs;
 use super::acc::{PairSites, ReleaseAcc, SiteAcc};
 use super::signals::{Busy, Handovers, Nesting};
 use super::site::{WAKE_WORDS, site_of};
+use crate::frame::Frame;
 use crate::report::{CountedStack, Release, TimedStack, WaitClass, WaitSite};
 
 /// Stacks kept per site and per release.
@@ -113,7 +114,7 @@ fn release_stacks(
     inp: &Inputs<'_>,
     pair_sites: &PairSites,
 ) -> Vec<CountedStack> {
-    let mut by: BTreeMap<Vec<String>, (f64, u64)> = BTreeMap::new();
+    let mut by: BTreeMap<Vec<Frame>, (f64, u64)> = BTreeMap::new();
     for w in inp.wakes {
         let pair = (w.waker_tid, w.woken_tid);
         if !r.pairs.contains_key(&pair) {
@@ -130,7 +131,7 @@ fn release_stacks(
         if total <= 0.0 || here <= 0.0 {
             continue;
         }
-        let own: Vec<String> = w.frames.iter().skip(w.runtime).cloned().collect();
+        let own: Vec<Frame> = w.frames.iter().skip(w.runtime).cloned().collect();
         let frames = if own.is_empty() {
             w.frames.clone()
         } else {
@@ -153,8 +154,8 @@ fn release_stacks(
 
 /// Stacks with the (time or count) they stand for and their samples: the
 /// MAX_STACKS weightiest, rounded, most first.
-fn top_stacks(by: BTreeMap<Vec<String>, (f64, u64)>) -> Vec<(Vec<String>, u64, u64)> {
-    let mut out: Vec<(Vec<String>, u64, u64)> = by
+fn top_stacks(by: BTreeMap<Vec<Frame>, (f64, u64)>) -> Vec<(Vec<Frame>, u64, u64)> {
+    let mut out: Vec<(Vec<Frame>, u64, u64)> = by
         .into_iter()
         .map(|(frames, (value, samples))| (frames, value.round() as u64, samples))
         .collect();

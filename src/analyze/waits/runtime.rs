@@ -262,7 +262,7 @@ mod tests {
                 "G1CollectedHeap::attempt_allocation_slow(unsigned long) (libjvm.so)",
                 "java.util.HashMap.resize (jit)",
             ]
-            .map(String::from)
+            .map(crate::frame::Frame::from)
             .to_vec(),
             ns,
             samples: 1,

@@ -17,13 +17,13 @@
 //! counters, with its threshold documented where it is used.
 
 use crate::fixed_hash::HashMap;
+use crate::frame::Frame;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::acc::{LockObject, SiteAcc, ThreadTime, object};
 use super::prior::WaitPrior;
 use super::site::{WAKE_WORDS, site_of};
 use super::{Inputs, WakeSample};
-use crate::frame::function;
 
 /// The most a waker may have run since its own last sleep ended for its
 /// wake-up to pass that one on: the few microseconds a queue's consumer
@@ -127,7 +127,7 @@ pub fn wake_from(wakes: &[WakeSample]) -> WakeFrom {
     for w in wakes.iter().filter(|w| just_woken(w.waker_ran_log2)) {
         let at = WakeAt {
             from: site_of(&w.frames, w.runtime, WAKE_WORDS).0,
-            stack: w.frames.iter().map(|f| function(f).to_string()).collect(),
+            stack: w.frames.iter().map(|f| f.function().to_string()).collect(),
             weight: w.weight as f64,
         };
         out.pairs
@@ -175,12 +175,12 @@ impl Handovers {
 /// woken's wait path: the waker was in the same code (the function it
 /// woke from is on the woken's stack, or the woken's site is on the
 /// waker's; a JIT may have inlined one and not the other).
-fn on_wait_path(from: Option<&Vec<WakeAt>>, frames: &[String], site: &str) -> f64 {
+fn on_wait_path(from: Option<&Vec<WakeAt>>, frames: &[Frame], site: &str) -> f64 {
     let Some(from) = from else { return 0.0 };
     let total: f64 = from.iter().map(|w| w.weight).sum();
     let here: f64 = from
         .iter()
-        .filter(|w| w.stack.contains(site) || frames.iter().any(|x| function(x) == w.from))
+        .filter(|w| w.stack.contains(site) || frames.iter().any(|x| x.function() == w.from))
         .map(|w| w.weight)
         .sum();
     if total > 0.0 { here / total } else { 0.0 }
@@ -281,9 +281,9 @@ mod tests {
     #[test]
     fn a_wake_on_the_woken_threads_own_path_is_found_by_function() {
         let frames = vec![
-            "Unsafe.park (jit)".to_string(),
-            "java.util.concurrent.LinkedBlockingQueue.take (jit)".to_string(),
-            "java.util.concurrent.ThreadPoolExecutor.getTask (jit)".to_string(),
+            "Unsafe.park (jit)".into(),
+            "java.util.concurrent.LinkedBlockingQueue.take (jit)".into(),
+            "java.util.concurrent.ThreadPoolExecutor.getTask (jit)".into(),
         ];
         let at = |from: &str, stack: &[&str], weight: f64| WakeAt {
             from: from.to_string(),
@@ -300,8 +300,8 @@ mod tests {
         // The woken waits in getTask (take inlined into it), the waker woke
         // from take called by getTask.
         let inlined = vec![
-            "Unsafe.park (jit)".to_string(),
-            "java.util.concurrent.ThreadPoolExecutor.getTask (jit)".to_string(),
+            "Unsafe.park (jit)".into(),
+            "java.util.concurrent.ThreadPoolExecutor.getTask (jit)".into(),
         ];
         let from = vec![at(
             site,
@@ -356,7 +356,7 @@ pub struct Nesting {
 
 /// Frames below the deepest frame that `a` and `b` (innermost first) share
 /// from their outer ends, down to frame `at` of `a`.
-fn below_common(a: &[String], at: usize, b: &[String]) -> Option<usize> {
+fn below_common(a: &[Frame], at: usize, b: &[Frame]) -> Option<usize> {
     let common = a
         .iter()
         .rev()

@@ -4,7 +4,7 @@
 //! platform's, a site in a VM's own code by the method it called.
 
 use crate::frame::jit::JitKind;
-use crate::frame::{function, is_jit, jit_kind, words};
+use crate::frame::{Frame, words};
 
 /// Own frames looked at for the site, past the runtime's.
 const MAX_WRAPPERS: usize = 6;
@@ -68,21 +68,21 @@ pub const VM_CALLING: &str = " calling ";
 /// The site a stack waits at: (function, wrappers innermost first), from
 /// the first own frame past the runtime's; wrappers are own frames whose
 /// name has one of `wrapper_words`.
-pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (String, Vec<String>) {
+pub fn site_of(frames: &[Frame], runtime: usize, wrapper_words: &[&str]) -> (String, Vec<String>) {
     // A thread stopped at a safepoint waits for the VM's operation,
     // whatever method it was stopped in; so does one that asked the VM
     // thread for an operation (a collection, from an allocation), whatever
     // method allocated.
     if let Some(i) = frames
         .iter()
-        .position(|f| crate::analyze::runtime_locks::is_safepoint(function(f)))
+        .position(|f| crate::analyze::runtime_locks::is_safepoint(f.function()))
         .or_else(|| crate::analyze::runtime_locks::vm_operation_wait(frames))
     {
         let via = frames[runtime.min(i)..i]
             .iter()
-            .map(|f| function(f).to_string())
+            .map(|f| f.function().to_string())
             .collect();
-        return (function(&frames[i]).to_string(), via);
+        return (frames[i].function().to_string(), via);
     }
     // A Java thread queued on one of HotSpot's own locks (G1's heap lock
     // in an allocation's slow path) waits for the VM: the VM function that
@@ -92,14 +92,14 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
     if let Some(i) = crate::analyze::runtime_locks::hotspot_lock_taker(frames) {
         let via = frames[runtime.min(i)..i]
             .iter()
-            .map(|f| function(f).to_string())
+            .map(|f| f.function().to_string())
             .collect();
-        return (function(&frames[i]).to_string(), via);
+        return (frames[i].function().to_string(), via);
     }
-    let own: Vec<&str> = frames.iter().skip(runtime).map(String::as_str).collect();
+    let own: Vec<&Frame> = frames.iter().skip(runtime).collect();
     if own.is_empty() {
         // All runtime: name it by the outermost runtime frame.
-        let name = frames.last().map_or("[no stack]", |f| function(f));
+        let name = frames.last().map_or("[no stack]", |f| f.function());
         return (name.to_string(), vec![]);
     }
     let is_wrapper = |f: &str| {
@@ -123,9 +123,9 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
     // frame.
     let mut program_wrappers = 0;
     for f in own {
-        let name = function(f);
-        let jit = is_jit(f);
-        match jit_kind(f) {
+        let name = f.function();
+        let jit = f.is_jit();
+        match f.jit_kind() {
             Some(JitKind::Stub) => {
                 in_runtime = true;
                 past_jit = true;
@@ -164,7 +164,7 @@ pub fn site_of(frames: &[String], runtime: usize, wrapper_words: &[&str]) -> (St
         if !is_wrapper(name) {
             return (name.to_string(), via);
         }
-        if jit_kind(f) == Some(JitKind::Program) {
+        if f.jit_kind() == Some(JitKind::Program) {
             program_wrappers = via.len() + 1;
         }
         via.push(name.to_string());

@@ -1,11 +1,11 @@
 use super::acc::{Outcome, outcome};
 use super::signals::MAX_LOOP_FROM_ENTRY;
 use super::*;
-use crate::frame::short_function;
+use crate::frame::{Frame, short_function};
 use crate::model::OffReason;
 
-fn frames(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
+fn frames(v: &[&str]) -> Vec<crate::frame::Frame> {
+    v.iter().map(|s| crate::frame::Frame::new(*s)).collect()
 }
 
 #[test]
@@ -147,13 +147,13 @@ fn a_program_whose_methods_are_all_wrappers_is_named_by_the_outermost() {
         "{via:?}"
     );
     // Four layers: the caller past them is the site.
-    let short: Vec<String> = f[..6].iter().chain(&f[11..]).cloned().collect();
+    let short: Vec<crate::frame::Frame> = f[..6].iter().chain(&f[11..]).cloned().collect();
     assert_eq!(
         site_of(&short, 1, WAIT_WORDS).0,
         "org.db.scan.Scan.fetchRows"
     );
     // A frame repeated at the end of the wrappers met.
-    let twice: Vec<String> = f[..8].to_vec();
+    let twice: Vec<crate::frame::Frame> = f[..8].to_vec();
     let (site, via) = site_of(&twice, 1, WAIT_WORDS);
     assert_eq!(site, "org.db.heap.Heap.lockRow");
     assert_eq!(via.last().unwrap(), "org.db.locks.LockSet.lockObject");
@@ -824,11 +824,11 @@ fn a_methods_waits_under_the_caller_it_was_inlined_into_are_one_site() {
 fn a_pools_fetch_at_its_loop_is_between_units_of_work_and_deeper_it_is_not() {
     let at = |tid: u32, callers: &[&str], ns: u64| {
         let mut f = vec![
-            "__futex_abstimed_wait_common (libc.so.6)".to_string(),
-            "___pthread_cond_wait (libc.so.6)".to_string(),
-            "fetch (a.c:1)".to_string(),
+            "__futex_abstimed_wait_common (libc.so.6)".into(),
+            "___pthread_cond_wait (libc.so.6)".into(),
+            "fetch (a.c:1)".into(),
         ];
-        f.extend(callers.iter().map(|c| format!("{c} (a.c:9)")));
+        f.extend(callers.iter().map(|c| format!("{c} (a.c:9)").into()));
         f.push("start_thread (pthread_create.c:442)".into());
         let mut s = on_lock(
             sleep(tid, "fetch", ns, 200, 0, waker(tid % 4 + 1, true)),
@@ -886,7 +886,10 @@ fn a_wait_nested_deeper_than_the_threads_loop_has_work_in_hand() {
         if nr == read {
             s.key.lock = None;
         }
-        s.frames = chain.iter().map(|c| format!("{c} (a.c:1)")).collect();
+        s.frames = chain
+            .iter()
+            .map(|c| format!("{c} (a.c:1)").into())
+            .collect();
         s.frames
             .insert(0, "__futex_abstimed_wait_common (libc.so.6)".into());
         s
@@ -933,7 +936,7 @@ fn a_wait_nested_deeper_than_the_threads_loop_has_work_in_hand() {
 /// made them waiters of the workers' monitor (6 waiters, not 4).
 #[test]
 fn a_thread_stopped_at_a_safepoint_waits_for_the_vm_not_in_its_method_issue_19() {
-    let f: Vec<String> = [
+    let f: Vec<Frame> = [
         "syscall (syscall.S:38)",
         "LinuxWaitBarrier::wait(int) (libjvm.so)",
         "SafepointSynchronize::block(JavaThread*) (libjvm.so)",
@@ -946,7 +949,7 @@ fn a_thread_stopped_at_a_safepoint_waits_for_the_vm_not_in_its_method_issue_19()
         "start_thread (pthread_create.c:442)",
     ]
     .iter()
-    .map(|s| s.to_string())
+    .map(|s| Frame::from(*s))
     .collect();
     let (site, via) = site_of(&f, 1, WAIT_WORDS);
     assert_eq!(site, "SafepointSynchronize::block(JavaThread*)");
@@ -959,7 +962,7 @@ fn a_thread_stopped_at_a_safepoint_waits_for_the_vm_not_in_its_method_issue_19()
             "os::PlatformEvent::park() (libjvm.so)",
             "ObjectMonitor::EnterI(JavaThread*) (libjvm.so)",
         ]
-        .map(String::from),
+        .map(Frame::from),
     );
     monitor.remove(2 + 1);
     assert_eq!(
@@ -974,7 +977,7 @@ fn a_thread_stopped_at_a_safepoint_waits_for_the_vm_not_in_its_method_issue_19()
 /// wait for the VM, at the VM function that takes its lock.
 #[test]
 fn a_java_thread_on_one_of_hotspots_locks_waits_at_the_vm_function_issue_19() {
-    let f: Vec<String> = [
+    let f: Vec<crate::frame::Frame> = [
         "futex_wait (futex-internal.h:146) [inlined]",
         "__GI___lll_lock_wait (lowlevellock.c:49)",
         "___pthread_mutex_lock (pthread_mutex_lock.c:93)",
@@ -987,7 +990,7 @@ fn a_java_thread_on_one_of_hotspots_locks_waits_at_the_vm_function_issue_19() {
         "org.apache.rocketmq.common.message.MessageDecoder.string2messageProperties (jit)",
     ]
     .iter()
-    .map(|s| s.to_string())
+    .map(|s| Frame::from(*s))
     .collect();
     let (site, via) = site_of(&f, 3, WAIT_WORDS);
     assert_eq!(
@@ -1174,8 +1177,8 @@ fn a_thread_that_waited_once_does_not_hide_the_others_turns_issue_19() {
         m.frames.splice(
             0..1,
             [
-                "__GI___lll_lock_wait (lowlevellock.c:49)".to_string(),
-                "___pthread_mutex_lock (pthread_mutex_lock.c:93)".to_string(),
+                "__GI___lll_lock_wait (lowlevellock.c:49)".into(),
+                "___pthread_mutex_lock (pthread_mutex_lock.c:93)".into(),
             ],
         );
         m.runtime = 2;

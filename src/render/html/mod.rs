@@ -110,7 +110,7 @@ fn header(r: &Report, out: &mut String) {
     out.push_str("</div>\n");
 }
 
-fn frames(out: &mut String, frames: &[String]) {
+fn frames(out: &mut String, frames: &[crate::frame::Frame]) {
     if frames.is_empty() {
         return;
     }
@@ -541,7 +541,7 @@ mod tests {
             .iter_mut()
             .find(|c| !c.callsites.is_empty())
             .unwrap();
-        sc.callsites[0].frames = vec![format!("{EVIL} (x.c:1)")];
+        sc.callsites[0].frames = vec![format!("{EVIL} (x.c:1)").into()];
         r.cpu_samples.frequency_hz = 99;
         r.cpu_samples.folded = vec![crate::report::FoldedStack {
             frames: vec!["main".into(), EVIL.into()],

@@ -153,7 +153,7 @@ mod tests {
             frequency_hz: 100,
             folded: (0..n)
                 .map(|i| FoldedStack {
-                    frames: vec!["main (m.c:1)".into(), format!("leaf_{i} (m.c:{i})")],
+                    frames: vec!["main (m.c:1)".into(), format!("leaf_{i} (m.c:{i})").into()],
                     count: i as u64 + 1,
                 })
                 .collect(),

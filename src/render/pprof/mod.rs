@@ -85,13 +85,13 @@ pub(crate) fn stacks(r: &Report) -> Vec<Stack> {
     };
     let period_ns = period_ns(r);
     for f in &r.cpu_samples.folded {
-        let frames = f.frames.iter().rev().cloned().collect();
+        let frames = f.frames.iter().rev().map(|x| x.to_string()).collect();
         let cpu_ns = f.count.saturating_mul(period_ns);
         push(frames, &[(SAMPLES, f.count), (CPU, cpu_ns)]);
     }
-    let with_leaf = |leaf: String, frames: &[String]| {
+    let with_leaf = |leaf: String, frames: &[crate::frame::Frame]| {
         std::iter::once(leaf)
-            .chain(frames.iter().cloned())
+            .chain(frames.iter().map(|f| f.to_string()))
             .collect::<Vec<_>>()
     };
     for s in &r.syscalls {
