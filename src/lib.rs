@@ -19,6 +19,7 @@ pub mod frame;
 pub mod fuzz;
 pub mod interp;
 pub mod jvm;
+pub mod measure;
 pub mod model;
 pub mod names;
 pub mod preflight;

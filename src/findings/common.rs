@@ -122,24 +122,14 @@ pub fn idle_cpus(r: &Report, threads: f64) -> f64 {
     cpus.min(threads) - r.summary.cpus_used
 }
 
-/// A gain of `time_ns` of the run's wall time.
-pub fn wall_gain(r: &Report, time_ns: f64, basis: &str) -> ExpectedGain {
-    ExpectedGain {
-        time_ns: time_ns.max(0.0) as u64,
-        share: clamp01(ratio(time_ns, wall_ns(r))),
-        basis: basis.into(),
-        estimate: true,
-    }
-}
-
-/// A gain of `time_ns` of the run's CPU time.
-pub fn cpu_gain(r: &Report, time_ns: f64, basis: &str) -> ExpectedGain {
-    ExpectedGain {
-        time_ns: time_ns.max(0.0) as u64,
-        share: clamp01(ratio(time_ns, cpu_ns(r))),
-        basis: basis.into(),
-        estimate: true,
-    }
+/// CPU time inside the calls on every contended lock: what a lock's share
+/// of the CPU spent in lock machinery is weighed against.
+pub fn all_lock_cpu_ns(r: &Report) -> f64 {
+    r.locks
+        .iter()
+        .filter(|l| l.contention)
+        .map(|l| l.cpu_ns as f64)
+        .sum()
 }
 
 /// The runtime's churn remedy for a lock word that is part of a

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use super::common::*;
 use super::known::known;
-use crate::report::{Culprit, CulpritKind, Finding, OffCpuReason, Report};
+use crate::report::{Culprit, CulpritKind, ExpectedGain, Finding, OffCpuReason, Report};
 use crate::units::{duration, short};
 
 pub const ID: &str = "io.synchronous";
@@ -44,6 +44,7 @@ pub const MIN_CALLS: f64 = 100.0;
 /// One thread's uninterruptible sleep inside syscalls: its time by
 /// syscall, and its stacks.
 struct IoThread<'a> {
+    tid: u32,
     comm: &'a str,
     ns: u64,
     by_call: &'a BTreeMap<String, u64>,
@@ -58,6 +59,7 @@ fn io_threads(r: &Report) -> Vec<IoThread<'_>> {
                 .iter()
                 .filter(|x| x.reason == OffCpuReason::Io)
                 .map(move |x| IoThread {
+                    tid: t.tid,
                     comm: &t.comm,
                     ns: x.syscalls.values().sum(),
                     by_call: &x.syscalls,
@@ -174,6 +176,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
     };
     let share = ratio(worst.ns as f64, wall);
     let lib_fix = known(name, &frames).map(|k| format!(" {}", k.fix));
+    let expected_gain = gain(r, &heavy, name, &frames);
     Draft {
         id: ID,
         title: format!(
@@ -195,15 +198,45 @@ pub fn check(r: &Report) -> Vec<Finding> {
             frames,
         },
         remedy: format!("{}{}", levers(name), lib_fix.unwrap_or_default()),
-        expected_gain: wall_gain(
-            r,
-            worst.ns as f64,
-            "the time the thread slept in the device's calls, were they batched away",
-        ),
+        expected_gain,
     }
     .fire()
     .into_iter()
     .collect()
+}
+
+/// The calls batched, one for many: the heavy threads' waits in them, and
+/// the CPU their path takes (a flush's own kernel work is most of a
+/// server's system time).
+fn gain(r: &Report, heavy: &[&IoThread<'_>], name: &str, frames: &[Frame]) -> ExpectedGain {
+    let calls = super::gain::fixes::calls(
+        r,
+        &[(name, frames)],
+        0.0,
+        format!("were the threads' {name} calls batched (one wait for many)"),
+    );
+    // At most, the threads' other waits for the device go with it (a
+    // commit's journal created and deleted around its flush).
+    let all = super::gain::Fix {
+        waits: heavy
+            .iter()
+            .map(|t| (t.tid, t.by_call.values().sum::<u64>() as f64))
+            .collect(),
+        wait_reasons: vec![OffCpuReason::Io],
+        ..calls.clone()
+    };
+    super::gain::predict(
+        r,
+        &super::gain::Fix {
+            waits: heavy
+                .iter()
+                .map(|t| (t.tid, t.by_call.get(name).copied().unwrap_or(0) as f64))
+                .collect(),
+            wait_reasons: vec![OffCpuReason::Io],
+            at_most: Some(Box::new(all)),
+            ..calls
+        },
+    )
 }
 
 #[cfg(test)]

@@ -170,16 +170,29 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     frames: frames.to_vec(),
                 },
                 remedy: t.pattern.fix.to_string(),
-                expected_gain: cpu_gain(
-                    r,
-                    ns,
-                    "the time in the system calls the library makes on these call sites, at \
-                     most the system time in proportion to their number",
-                ),
+                expected_gain: gain(r, t.pattern, ratio(ns, cpu_ns(r))),
             }
             .fire()
         })
         .collect()
+}
+
+/// The pattern avoided: the CPU of the samples through the library's
+/// functions that make it (and the kernel under them); without samples,
+/// the calls' time, at most the system time in proportion to their
+/// number (a futex or a read may sleep: a pool's idle workers wait in its
+/// hand-off's futex).
+fn gain(r: &Report, p: &KnownPattern, without_samples: f64) -> crate::report::ExpectedGain {
+    let (share, n) = super::gain::Samples::of(r).through(|f| is_pattern_frame(p, f));
+    let fix = super::gain::Fix {
+        without_samples,
+        ..super::gain::fixes::cpu(
+            share,
+            n,
+            format!("were the program to do without {}", p.name),
+        )
+    };
+    super::gain::predict(r, &fix)
 }
 
 /// The pattern a `syscall.known-pattern` finding names.

@@ -117,10 +117,16 @@ pub fn check(r: &Report) -> Vec<Finding> {
                         ),
                     }
                 ),
-                expected_gain: wall_gain(
+                expected_gain: super::gain::fixes::of_site(
                     r,
-                    u.wait_ns / u.waiters.len().max(1) as f64,
-                    "the wait here per waiting thread",
+                    &u.waiters.iter().copied().collect::<Vec<_>>(),
+                    u.wait_ns,
+                    all_wait,
+                    format!(
+                        "were the waits at {} gone (what they queue for split or held \
+                             briefly)",
+                        u.name
+                    ),
                 ),
             }
             .fire()

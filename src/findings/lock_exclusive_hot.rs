@@ -38,7 +38,6 @@ pub fn check(r: &Report) -> Vec<Finding> {
         .filter_map(|l| {
             let waiting = waiting_share(r, l);
             let reads = read_share(l);
-            let per_thread_wait = l.wait_ns as f64 / f64::from(l.threads.max(1));
             Draft {
                 id: ID,
                 title: format!(
@@ -59,12 +58,11 @@ pub fn check(r: &Report) -> Vec<Finding> {
                          read it with no lock at all (build it, publish it once, e.g. with an \
                          atomic pointer swap or RCU, and let lookups read the frozen copy)."
                     .into(),
-                expected_gain: wall_gain(
-                    r,
-                    per_thread_wait,
-                    "the wait in this lock per waiting thread: readers that no longer exclude \
-                     each other stop waiting",
-                ),
+                expected_gain: super::gain::fixes::of_lock(r, l, format!(
+                            "were reads no longer excluding each other on {}: its waits and \
+                             its hand-overs' CPU gone",
+                            l.display_name()
+                        )),
             }
             .fire()
         })

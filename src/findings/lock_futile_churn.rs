@@ -63,10 +63,14 @@ pub fn check(r: &Report) -> Vec<Finding> {
                 ],
                 culprit: lock_culprit(l),
                 remedy: churn_remedy(l).unwrap_or(GENERAL_REMEDY).to_string(),
-                expected_gain: cpu_gain(
+                expected_gain: super::gain::fixes::of_lock(
                     r,
-                    l.cpu_ns as f64,
-                    "CPU time inside this lock's futex calls, which fewer collisions avoid",
+                    l,
+                    format!(
+                        "were threads no longer colliding on {}: its futex calls and its \
+                             lock functions' CPU gone",
+                        l.display_name()
+                    ),
                 ),
             }
             .fire()

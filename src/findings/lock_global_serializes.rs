@@ -133,11 +133,11 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     frames: u.frames(),
                 },
                 remedy: remedy(r, &u, queued),
-                expected_gain: wall_gain(
-                    r,
-                    u.wait_ns / threads.max(1.0),
-                    "the wait for it per waiting thread, were the lock gone",
-                ),
+                expected_gain: super::gain::fixes::of_site(r, &u.waiters.iter().copied().collect::<Vec<_>>(), u.wait_ns, all_wait, format!(
+                            "were {} no longer serializing them: its waits gone and the work \
+                             it serialized run in parallel up to the CPUs",
+                            u.name
+                        )),
             }
             .fire()
         })

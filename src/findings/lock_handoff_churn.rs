@@ -88,10 +88,15 @@ fn runtime_churn(r: &Report) -> Vec<Finding> {
                     frames,
                 },
                 remedy: remedy.to_string(),
-                expected_gain: cpu_gain(
+                expected_gain: super::gain::predict(
                     r,
-                    cpu,
-                    "CPU time inside the lock's futex calls, which fewer hand-overs avoid",
+                    &super::gain::fixes::lock(
+                        r,
+                        &[],
+                        words.iter().map(|l| l.blocked_ns as f64).sum(),
+                        ratio(cpu, all_lock_cpu_ns(r)),
+                        format!("were {name} handed over far less often"),
+                    ),
                 ),
             }
             .fire()
@@ -135,10 +140,13 @@ fn mutex_churn(r: &Report) -> Vec<Finding> {
                          and parks on a futex only when spinning keeps failing (RocketMQ's ABS \
                          lock). Shortening or splitting the critical section helps too."
                     .into(),
-                expected_gain: cpu_gain(
+                expected_gain: super::gain::fixes::of_lock(
                     r,
-                    l.cpu_ns as f64,
-                    "CPU time inside this lock's futex calls, which handoffs in user space avoid",
+                    l,
+                    format!(
+                        "were {} handed over in user space: its futex calls gone",
+                        l.display_name()
+                    ),
                 ),
             }
             .fire()

@@ -8,6 +8,7 @@
 //! why it fired and by how much.
 
 mod common;
+pub mod gain;
 pub mod io_synchronous;
 pub mod known;
 pub mod known_pattern;

@@ -57,11 +57,24 @@ pub fn check(r: &Report) -> Vec<Finding> {
                      in a sorted list have the same shape: use a heap or a timer wheel.",
                     p.syscall, p.fds_per_call, p.ready_per_call
                 ),
-                expected_gain: cpu_gain(
-                    r,
-                    p.cpu_ns as f64 * (1.0 - ready_ratio),
-                    "CPU time inside the calls, less the share that found ready fds",
-                ),
+                expected_gain: {
+                    let frames = p
+                        .callsites
+                        .first()
+                        .map(|s| s.frames.as_slice())
+                        .unwrap_or(&[]);
+                    let fix = super::gain::fixes::calls(
+                        r,
+                        &[(p.syscall.as_str(), frames)],
+                        ratio(p.cpu_ns as f64 * (1.0 - ready_ratio), cpu_ns(r)),
+                        format!(
+                            "were the fds registered once with epoll instead of passed to {} \
+                             on every call",
+                            p.syscall
+                        ),
+                    );
+                    super::gain::predict(r, &fix)
+                },
             }
             .fire()
         })

@@ -70,13 +70,37 @@ pub fn check(r: &Report) -> Vec<Finding> {
                  thread per task, and make spinning threads yield or park. Where that cannot \
                  change, pin latency-critical threads to CPUs of their own."
             .into(),
-        expected_gain: wall_gain(
-            r,
-            involuntary_ns / threads,
-            "run-queue wait per thread, which fewer runnable threads than CPUs would avoid",
-        ),
+        expected_gain: {
+            let (share, n) = super::gain::Samples::of(r).through(switching);
+            super::gain::predict(
+                r,
+                &super::gain::fixes::cpu(
+                    share,
+                    n,
+                    "were no more threads busy than CPUs (the switches between them gone, the \
+                     work the same)"
+                        .into(),
+                ),
+            )
+        },
     }
     .fire()
     .into_iter()
     .collect()
+}
+
+/// A kernel frame of switching between threads: what fewer runnable
+/// threads than CPUs saves (the work itself stays).
+fn switching(f: &crate::frame::Frame) -> bool {
+    f.as_str().strip_suffix(" [k]").is_some_and(|k| {
+        [
+            "__schedule",
+            "schedule",
+            "finish_task_switch",
+            "pick_next_task",
+            "__switch_to",
+        ]
+        .iter()
+        .any(|s| k.starts_with(s))
+    })
 }

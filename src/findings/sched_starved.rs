@@ -88,10 +88,9 @@ pub fn check(r: &Report) -> Vec<Finding> {
              others (a cgroup's cpu.max or cpu.weight; systemd's CPUQuota= or CPUWeight=), or \
              the others moved to another machine or another time."
         ),
-        expected_gain: wall_gain(
+        expected_gain: super::gain::predict(
             r,
-            involuntary_ns / threads,
-            "the wait for a CPU per thread, were the CPUs its own",
+            &super::gain::fixes::alone("were the CPUs its own (the others' work elsewhere)".into()),
         ),
     }
     .fire()

@@ -77,7 +77,25 @@ fn loop_finding(r: &Report, l: &SpinLoop) -> Option<Finding> {
         } else {
             REMEDY.into()
         },
-        expected_gain: cpu_gain(r, l.share * cpu_ns(r), "CPU time sampled in this spin loop"),
+        expected_gain: {
+            let n = super::gain::Samples::of(r).program_samples;
+            let share = if n > 0 {
+                ratio(l.samples as f64, n as f64).min(1.0)
+            } else {
+                l.share
+            };
+            super::gain::predict(
+                r,
+                &super::gain::fixes::cpu(
+                    share,
+                    l.samples,
+                    format!(
+                        "were the threads to sleep instead of spinning in {}",
+                        l.function
+                    ),
+                ),
+            )
+        },
     }
     .fire()
 }
@@ -102,6 +120,7 @@ fn yield_sites(r: &Report) -> BTreeMap<String, (u64, Vec<Frame>)> {
 fn yield_finding(r: &Report, function: &str, calls: u64, frames: Vec<Frame>) -> Option<Finding> {
     let per_s = ratio(calls as f64, wall_ns(r) / 1e9);
     let yield_sys_ns = r.summary.sys_ns as f64 * ratio(calls as f64, r.summary.syscalls as f64);
+    let frames_for_gain = frames.clone();
     Draft {
         id: ID,
         title: format!(
@@ -116,7 +135,15 @@ fn yield_finding(r: &Report, function: &str, calls: u64, frames: Vec<Frame>) -> 
             frames,
         },
         remedy: REMEDY.into(),
-        expected_gain: cpu_gain(r, yield_sys_ns, "CPU time in these sched_yield calls"),
+        expected_gain: super::gain::predict(
+            r,
+            &super::gain::fixes::calls(
+                r,
+                &[("sched_yield", frames_for_gain.as_slice())],
+                ratio(yield_sys_ns, cpu_ns(r)),
+                format!("were {function}'s threads to sleep instead of yielding"),
+            ),
+        ),
     }
     .fire()
 }

@@ -207,15 +207,75 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     Some(k) => k.fix.to_string(),
                     None => remedy(s),
                 },
-                expected_gain: cpu_gain(
-                    r,
-                    system_ns,
-                    "system time in proportion to this syscall's share of all calls",
-                ),
+                expected_gain: gain(r, s, data, known),
             }
             .fire()
         })
         .collect()
+}
+
+/// The storm's calls made far fewer: for a data call, the buffer made
+/// bigger, which takes its tiny siblings (`dd bs=1`'s reads and writes)
+/// with it; for bookkeeping, the calls made once.
+fn gain(
+    r: &Report,
+    s: &SyscallReport,
+    data: bool,
+    known: Option<&crate::runtime::KnownPattern>,
+) -> crate::report::ExpectedGain {
+    // A library's known pattern: its fix takes the library's path away
+    // (ucontext's switches replaced), the user side of it too.
+    if let Some(k) = known {
+        let (share, n) =
+            super::gain::Samples::of(r).through(|f| super::known::is_pattern_frame(k, f));
+        let mut fix = super::gain::fixes::cpu(
+            share,
+            n,
+            format!("with the library's path taken away ({})", k.name),
+        );
+        fix.without_samples = ratio(
+            r.summary.sys_ns as f64 * ratio(s.calls as f64, r.summary.syscalls as f64),
+            cpu_ns(r),
+        );
+        return super::gain::predict(r, &fix);
+    }
+    let siblings: Vec<&SyscallReport> = r
+        .syscalls
+        .iter()
+        .filter(|o| {
+            o.name == s.name || (data && crate::names::moves_data(&o.name) && tiny_transfers(o))
+        })
+        .collect();
+    let calls: Vec<(&str, &[Frame])> = siblings
+        .iter()
+        .filter_map(|o| {
+            o.callsites
+                .first()
+                .map(|c| (o.name.as_str(), c.frames.as_slice()))
+        })
+        .collect();
+    let assumes = if data {
+        format!(
+            "were {} given buffers of a few kilobytes (one call per block, not per byte)",
+            siblings
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )
+    } else {
+        format!(
+            "were {} made once (or cached) instead of on every pass",
+            s.name
+        )
+    };
+    // Without CPU samples: the system time in proportion to their calls.
+    let n: u64 = siblings.iter().map(|o| o.calls).sum();
+    let without = ratio(
+        r.summary.sys_ns as f64 * ratio(n as f64, r.summary.syscalls as f64),
+        cpu_ns(r),
+    );
+    super::gain::predict(r, &super::gain::fixes::calls(r, &calls, without, assumes))
 }
 
 /// A data call that moves few bytes per call.

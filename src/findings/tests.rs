@@ -971,18 +971,23 @@ fn wakeup(waker: u32, woken: u32, mechanism: &str, wait_ns: u64) -> WakeupReport
 fn working(r: &mut Report, tids: &[u32], cpu_share: f64) {
     let cpu = (r.summary.user_ns + r.summary.sys_ns) as f64 * cpu_share / tids.len() as f64;
     for &tid in tids {
-        r.threads.push(ThreadReport {
-            tid,
-            pid: 100,
-            comm: format!("t{tid}"),
-            user_ns: cpu as u64,
-            sys_ns: 0,
-            voluntary_switches: 0,
-            involuntary_switches: 0,
-            yields: 0,
-            syscalls: 0,
-            exited: false,
-        });
+        r.threads.push(thread_report(tid, cpu as u64));
+    }
+}
+
+/// A thread of pid 100 with `user_ns` of CPU and nothing else.
+pub(crate) fn thread_report(tid: u32, user_ns: u64) -> ThreadReport {
+    ThreadReport {
+        tid,
+        pid: 100,
+        comm: format!("t{tid}"),
+        user_ns,
+        sys_ns: 0,
+        voluntary_switches: 0,
+        involuntary_switches: 0,
+        yields: 0,
+        syscalls: 0,
+        exited: false,
     }
 }
 

@@ -393,11 +393,21 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     frames: k.top_stack.map(|t| t.1.to_vec()).unwrap_or_default(),
                 },
                 remedy: format!("{remedy} {}", own_wait(r, *tid)),
-                expected_gain: wall_gain(
-                    r,
-                    k.wait_ns / threads,
-                    "waiting it ended, per other thread: the most a faster producer could save",
-                ),
+                expected_gain: {
+                    let woken: Vec<u32> = k.woken.iter().copied().collect();
+                    let fix = super::gain::fixes::waits(
+                        r,
+                        &woken,
+                        k.wait_ns,
+                        super::gain::fixes::LOCK_WAIT_REASONS,
+                        format!(
+                            "were the {} threads it feeds never kept waiting for it (its own \
+                             work as it is)",
+                            woken.len()
+                        ),
+                    );
+                    super::gain::predict(r, &fix)
+                },
             }
             .fire()
         })

@@ -192,6 +192,17 @@ pub struct ExpectedGain {
     /// fixes won more than the cost they removed in 4 of 5 stories).
     #[serde(default = "estimate")]
     pub estimate: bool,
+    /// The range the prediction allows, low and high shares (issue 39):
+    /// what the model does not explain of the run's time and the sampling
+    /// error of the CPU it removes. Absent in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 2]>,
+    /// What the prediction assumes the fix does, in a line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assumes: Option<String>,
+    /// Why the run cannot support a number: the range is all there is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_estimate: Option<String>,
 }
 
 fn estimate() -> bool {
@@ -201,16 +212,45 @@ fn estimate() -> bool {
 impl ExpectedGain {
     /// "about 1.2 s (40%)" for an estimate, "up to ..." for a bound.
     pub fn words(&self, of: &str) -> String {
+        let range = self
+            .range
+            .map(|[low, high]| format!(", {:.0}-{:.0}%", low * 100.0, high * 100.0))
+            .unwrap_or_default();
+        if let (Some(why), Some([low, high])) = (&self.no_estimate, self.range) {
+            return format!(
+                "no single estimate ({why}): a gain of {:.0}-{:.0}%{of}{}",
+                low * 100.0,
+                high * 100.0,
+                self.assumes
+                    .as_ref()
+                    .map(|a| format!(", {a}"))
+                    .unwrap_or_default()
+            );
+        }
         let (how, what) = if self.estimate {
             ("about", "estimated")
         } else {
             ("up to", "at most")
         };
+        let assumes = self
+            .assumes
+            .as_ref()
+            .map(|a| format!(", {a}"))
+            .unwrap_or_default();
         format!(
-            "{what} gain {how} {} ({:.0}%{of})",
+            "{what} gain {how} {} ({:.0}%{of}{range}){assumes}",
             crate::units::duration(self.time_ns),
             self.share * 100.0
         )
+    }
+
+    /// The gain as a share, for ranking and tables: the point, or the
+    /// middle of the range where there is no single estimate.
+    pub fn point(&self) -> f64 {
+        match (&self.no_estimate, self.range) {
+            (Some(_), Some([low, high])) => (low + high) / 2.0,
+            _ => self.share,
+        }
     }
 }
 

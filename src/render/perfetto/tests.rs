@@ -278,6 +278,9 @@ fn syscalls_per_second_and_storms_come_from_the_report_timeline() {
             share: 0.0,
             basis: String::new(),
             estimate: true,
+            range: None,
+            assumes: None,
+            no_estimate: None,
         },
     };
     report.findings = vec![storm];

@@ -1,0 +1,172 @@
+//! What each kind of fix removes, as the rules' remedies describe it: a
+//! lock's waits and its machinery's CPU; a call's library path; a spin
+//! loop's CPU; a thread's waits for what paces it; the host's other work.
+
+use std::collections::HashMap;
+
+use super::{Fix, Samples, lock_machinery};
+use crate::frame::Frame;
+use crate::report::{ExpectedGain, OffCpuReason, Report};
+
+/// The off-CPU reasons a wait on a lock of the program's can fall under:
+/// a futex or semaphore, a condition variable used as a lock (a GIL), a
+/// latch or a signal waited for in poll or a read.
+pub const LOCK_WAIT_REASONS: &[OffCpuReason] = &[
+    OffCpuReason::Lock,
+    OffCpuReason::WaitingForWork,
+    OffCpuReason::IoMultiplexing,
+    OffCpuReason::BlockingSyscall,
+    OffCpuReason::Other,
+];
+
+/// `wait_ns` of waiting spread over the threads `tids` (all the program's
+/// when empty) in proportion to their time in `reasons`, each at most that.
+pub fn spread(r: &Report, tids: &[u32], wait_ns: f64, reasons: &[OffCpuReason]) -> Vec<(u32, f64)> {
+    let time: HashMap<u32, f64> = r
+        .offcpu
+        .iter()
+        .filter(|t| tids.is_empty() || tids.contains(&t.tid))
+        .map(|t| {
+            let ns = t
+                .reasons
+                .iter()
+                .filter(|x| reasons.contains(&x.reason))
+                .map(|x| x.ns as f64)
+                .sum::<f64>();
+            (t.tid, ns)
+        })
+        .filter(|(_, ns)| *ns > 0.0)
+        .collect();
+    let total: f64 = time.values().sum();
+    if total <= 0.0 {
+        return vec![];
+    }
+    let mut out: Vec<(u32, f64)> = time
+        .into_iter()
+        .map(|(tid, ns)| (tid, (wait_ns * ns / total).min(ns)))
+        .collect();
+    out.sort_by_key(|x| x.0);
+    out
+}
+
+/// A lock taken out of the threads' way (sharded, made shared for
+/// readers, or gone): its waits, and its share (`weight`) of the CPU the
+/// program spent in lock machinery.
+pub fn lock(r: &Report, tids: &[u32], wait_ns: f64, weight: f64, assumes: String) -> Fix {
+    let (share, n) = Samples::of(r).through(lock_machinery);
+    Fix {
+        waits: spread(r, tids, wait_ns, LOCK_WAIT_REASONS),
+        wait_reasons: LOCK_WAIT_REASONS.to_vec(),
+        cpu_share: share * weight.clamp(0.0, 1.0),
+        cpu_samples: n,
+        cpu_threads: tids.to_vec(),
+        frees_background: false,
+        without_samples: 0.0,
+        at_most: None,
+        assumes,
+    }
+}
+
+/// The gain of a contended lock `l` taken out of the threads' way: its
+/// blocked time, and its share of the program's lock-machinery CPU.
+pub fn of_lock(r: &Report, l: &crate::report::LockReport, assumes: String) -> ExpectedGain {
+    let weight =
+        super::super::common::ratio(l.cpu_ns as f64, super::super::common::all_lock_cpu_ns(r));
+    super::predict(r, &lock(r, &[], l.blocked_ns as f64, weight, assumes))
+}
+
+/// The gain of a wait site's waits gone (what its `waiters` queue for
+/// split or held briefly): `wait_ns` of the program's `all_wait_ns`.
+pub fn of_site(
+    r: &Report,
+    waiters: &[u32],
+    wait_ns: f64,
+    all_wait_ns: f64,
+    assumes: String,
+) -> ExpectedGain {
+    let weight = super::super::common::ratio(wait_ns, all_wait_ns);
+    super::predict(r, &lock(r, waiters, wait_ns, weight, assumes))
+}
+
+/// Calls made far less often (batched, cached, or not made): the CPU of
+/// the samples through their path, from the program's function that makes
+/// them down through its library's wrappers and the kernel (entered from a
+/// wrapper or the caller: the entry and exit's own cost is the call's). Each call is
+/// its syscall's name and its call site's stack (innermost first).
+pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assumes: String) -> Fix {
+    let paths: Vec<(String, Vec<&str>, Option<&str>)> = calls
+        .iter()
+        .map(|(name, frames)| {
+            let caller = super::super::common::caller(frames);
+            let wrappers = frames
+                .iter()
+                .map(|f| f.function())
+                .take_while(|f| Some(*f) != caller)
+                .collect();
+            (format!("sys_{name}"), wrappers, caller)
+        })
+        .collect();
+    // A folded stack is outermost first: its kernel part, if any, is
+    // entered from the user frame just before it.
+    let through = |stack: &[Frame]| {
+        let entry = stack.iter().position(|f| f.as_str().ends_with(" [k]"));
+        let from = entry
+            .and_then(|i| i.checked_sub(1))
+            .map(|i| stack[i].function());
+        paths.iter().any(|(kernel, wrappers, caller)| {
+            let has_caller = caller.is_none_or(|c| stack.iter().any(|f| f.function() == c));
+            let in_call = stack.iter().any(|f| {
+                f.as_str()
+                    .strip_suffix(" [k]")
+                    .is_some_and(|k| k.ends_with(kernel.as_str()))
+                    || wrappers.contains(&f.function())
+            }) || from.is_some_and(|f| Some(f) == *caller || wrappers.contains(&f));
+            has_caller && in_call
+        })
+    };
+    let (share, n) = Samples::of(r).through_stack(through);
+    Fix {
+        cpu_share: share,
+        cpu_samples: n,
+        without_samples,
+        assumes,
+        ..Fix::default()
+    }
+}
+
+/// Code that stops running (a spin loop that sleeps instead, a library's
+/// pattern avoided): the CPU of its samples.
+pub fn cpu(share_of_samples: f64, samples: u64, assumes: String) -> Fix {
+    Fix {
+        cpu_share: share_of_samples,
+        cpu_samples: samples,
+        assumes,
+        ..Fix::default()
+    }
+}
+
+/// Waits of `tids` in `reasons` that the fix takes away (a flush batched,
+/// the source that paced a thread made fast), `wait_ns` of them.
+pub fn waits(
+    r: &Report,
+    tids: &[u32],
+    wait_ns: f64,
+    reasons: &[OffCpuReason],
+    assumes: String,
+) -> Fix {
+    Fix {
+        waits: spread(r, tids, wait_ns, reasons),
+        wait_reasons: reasons.to_vec(),
+        assumes,
+        ..Fix::default()
+    }
+}
+
+/// The program alone on its CPUs.
+pub fn alone(assumes: String) -> Fix {
+    Fix {
+        frees_background: true,
+        assumes,
+        ..Fix::default()
+    }
+}

@@ -1,0 +1,107 @@
+//! The CPU a fix removes, read from the run's CPU samples: the share of
+//! the program's samples whose stacks pass through the culprit's code (a
+//! lock's acquire and release paths, a call's library wrappers, a spin
+//! loop). Samples inside kerntax's own BPF programs are the profiler's
+//! cost, not the program's: they are counted apart, and taken out of both
+//! sides.
+
+use crate::frame::Frame;
+use crate::report::Report;
+
+/// The run's CPU samples as the gain model reads them.
+pub struct Samples<'a> {
+    r: &'a Report,
+    /// Share of all samples inside the profiler's own BPF programs.
+    pub profiler_share: f64,
+    /// Samples of the program's own (the profiler's aside).
+    pub program_samples: u64,
+}
+
+/// A kernel frame of one of kerntax's BPF programs (`bpf_prog_<tag>_kt_...`
+/// or one of its sub-programs), or of the tracing that runs them (the
+/// tracepoints' BPF trampolines, and the slow syscall paths a traced task
+/// takes): the profiler's own time.
+fn profiler_frame(f: &Frame) -> bool {
+    f.as_str()
+        .strip_suffix(" [k]")
+        .is_some_and(|k| PROFILER_KERNEL_FUNCTIONS.iter().any(|p| k.starts_with(p)))
+}
+
+/// The kernel's functions that only run because a BPF program is attached
+/// to a tracepoint (a syscall's enter and exit take `syscall_trace_enter`
+/// and `syscall_exit_work` only when traced).
+const PROFILER_KERNEL_FUNCTIONS: &[&str] = &[
+    "bpf_prog_",
+    "bpf_trace_run",
+    "__bpf_trace_",
+    "trace_call_bpf",
+    "__traceiter_",
+    "syscall_trace_enter",
+    "syscall_exit_work",
+];
+
+impl<'a> Samples<'a> {
+    pub fn of(r: &'a Report) -> Samples<'a> {
+        let (mut all, mut profiler) = (0u64, 0u64);
+        for s in &r.cpu_samples.folded {
+            all += s.count;
+            if s.frames.iter().any(profiler_frame) {
+                profiler += s.count;
+            }
+        }
+        Samples {
+            r,
+            profiler_share: if all > 0 {
+                profiler as f64 / all as f64
+            } else {
+                0.0
+            },
+            program_samples: all - profiler,
+        }
+    }
+
+    /// The share of the program's samples (and their number) whose stack
+    /// has a frame `matches`.
+    pub fn through(&self, matches: impl Fn(&Frame) -> bool) -> (f64, u64) {
+        self.through_stack(|stack| stack.iter().any(&matches))
+    }
+
+    /// The share of the program's samples (and their number) whose stack
+    /// `matches`.
+    pub fn through_stack(&self, matches: impl Fn(&[Frame]) -> bool) -> (f64, u64) {
+        let n: u64 = self
+            .r
+            .cpu_samples
+            .folded
+            .iter()
+            .filter(|s| !s.frames.iter().any(profiler_frame) && matches(&s.frames))
+            .map(|s| s.count)
+            .sum();
+        if self.program_samples == 0 {
+            return (0.0, 0);
+        }
+        (n as f64 / self.program_samples as f64, n)
+    }
+}
+
+/// A frame of a lock's own machinery, in any runtime kerntax knows: its
+/// acquire paths (`Waits::acquire`, `reacquire`) and the functions its lock
+/// words are taken and released through (`Runtime::lock_kinds`), and the
+/// kernel's futex and semaphore code under them.
+pub fn lock_machinery(f: &Frame) -> bool {
+    if let Some(kernel) = f.as_str().strip_suffix(" [k]") {
+        return KERNEL_LOCK_FUNCTIONS.iter().any(|k| kernel.starts_with(k));
+    }
+    let function = f.function();
+    crate::runtime::ALL.iter().any(|rt| {
+        rt.matching.matches(function, rt.waits.acquire)
+            || rt.matching.matches(function, rt.waits.reacquire)
+            || rt
+                .lock_kinds
+                .iter()
+                .any(|(_, names)| rt.matching.matches(function, names))
+    })
+}
+
+/// The kernel's own functions of a futex or a SysV semaphore call.
+const KERNEL_LOCK_FUNCTIONS: &[&str] = &["futex_", "__futex", "do_futex", "do_semtimedop", "sem"];
