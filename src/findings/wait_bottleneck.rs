@@ -167,6 +167,21 @@ fn event_loop(r: &Report, tid: u32) -> Option<&'static crate::runtime::EventLoop
 
 /// What the producer itself waits for: its largest off-CPU reason other
 /// than the run queue, and who ended those waits.
+/// The longest wait of the pacing thread `tid` itself (what paces it: its
+/// source, its disk) gone too, with `fix`: the most a faster producer
+/// could give (read from a file instead of a slow pipe).
+fn own_wait_gone(r: &Report, tid: u32, fix: &super::gain::Fix) -> Option<super::gain::Fix> {
+    let t = r.offcpu.iter().find(|t| t.tid == tid)?;
+    let top = t
+        .reasons
+        .iter()
+        .filter(|x| x.reason != OffCpuReason::Involuntary)
+        .max_by_key(|x| x.ns)?;
+    let mut most = fix.clone();
+    most.fixed_waits.push((tid, top.ns as f64));
+    Some(most)
+}
+
 fn own_wait(r: &Report, tid: u32) -> String {
     let Some(t) = r.offcpu.iter().find(|t| t.tid == tid) else {
         return "Look at what the thread itself waits for, too.".into();
@@ -395,7 +410,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                 remedy: format!("{remedy} {}", own_wait(r, *tid)),
                 expected_gain: {
                     let woken: Vec<u32> = k.woken.iter().copied().collect();
-                    let fix = super::gain::fixes::waits(
+                    let mut fix = super::gain::fixes::waits(
                         r,
                         &woken,
                         k.wait_ns,
@@ -406,6 +421,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                             woken.len()
                         ),
                     );
+                    fix.at_most = own_wait_gone(r, *tid, &fix).map(Box::new);
                     super::gain::predict(r, &fix)
                 },
             }

@@ -63,6 +63,7 @@ pub fn lock(r: &Report, tids: &[u32], wait_ns: f64, weight: f64, assumes: String
         frees_background: false,
         without_samples: 0.0,
         at_most: None,
+        fixed_waits: vec![],
         assumes,
     }
 }
@@ -91,7 +92,8 @@ pub fn of_site(
 /// Calls made far less often (batched, cached, or not made): the CPU of
 /// the samples through their path, from the program's function that makes
 /// them down through its library's wrappers and the kernel (entered from a
-/// wrapper or the caller: the entry and exit's own cost is the call's). Each call is
+/// wrapper or the caller: the entry and exit's own cost is the call's), and
+/// the caller's own samples. Each call is
 /// its syscall's name and its call site's stack (innermost first).
 pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assumes: String) -> Fix {
     let paths: Vec<(String, Vec<&str>, Option<&str>)> = calls
@@ -121,7 +123,10 @@ pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assum
                     .is_some_and(|k| k.ends_with(kernel.as_str()))
                     || wrappers.contains(&f.function())
             }) || from.is_some_and(|f| Some(f) == *caller || wrappers.contains(&f));
-            has_caller && in_call
+            // The caller's own work around each call (filling and scanning
+            // poll's array of fds, a byte loop's bookkeeping) goes with it.
+            let own = stack.last().map(|f| f.function()) == *caller && caller.is_some();
+            (has_caller && in_call) || own
         })
     };
     let (share, n) = Samples::of(r).through_stack(through);

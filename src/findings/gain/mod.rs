@@ -48,6 +48,9 @@ pub struct Fix {
     /// it reaches (a batched flush that takes the rest of a commit's device
     /// work with it): the range's high end.
     pub at_most: Option<Box<Fix>>,
+    /// Waits that pace a thread from outside the program (its source, its
+    /// disk) and the fix takes away all the same (the source made fast).
+    pub fixed_waits: Vec<(u32, f64)>,
     /// The fix leaves the program the CPUs the rest of the host took.
     pub frees_background: bool,
     /// What the prediction assumes, in a line: "were the lock never held
@@ -56,8 +59,9 @@ pub struct Fix {
 }
 
 /// A thread does a real part of the work, and its own chain may bound the
-/// run, when its CPU time is at least this share of the busiest thread's
-/// (housekeeping threads that sleep on timers do not bound a run).
+/// run, when its CPU time (or the wait the fix takes from it) is at least
+/// this share of the busiest thread's CPU time (housekeeping threads that
+/// sleep on timers do not bound a run).
 pub const WORKER_CPU_SHARE: f64 = 0.2;
 
 /// A thread of the program whose wake-ups ended at least this share of the
@@ -147,7 +151,18 @@ pub fn predict(r: &Report, fix: &Fix) -> ExpectedGain {
 
 /// The model of the run `r` with `fix` applied.
 pub fn build(r: &Report, fix: &Fix, s: &Samples) -> model::Run {
-    let own = 1.0 - s.profiler_share;
+    // The profiler's cost lengthened the run as it lengthened the bound
+    // that set it: the wall time without it, in that proportion.
+    let with_profiler = build_with(r, fix, 1.0).makespan(false).0;
+    let mut run = build_with(r, fix, 1.0 - s.profiler_share);
+    if with_profiler > 0.0 {
+        run.wall_ns *= run.makespan(false).0 / with_profiler;
+    }
+    run
+}
+
+/// The model of the run with `own` of each thread's CPU time its own.
+fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
     let off: HashMap<u32, &crate::report::OffCpuThread> =
         r.offcpu.iter().map(|t| (t.tid, t)).collect();
     let fixed_share = fixed_shares(r);
@@ -193,6 +208,13 @@ pub fn build(r: &Report, fix: &Fix, s: &Samples) -> model::Run {
                 .iter()
                 .map(|x| fixed_of(x.reason, x.ns as f64))
                 .sum();
+            let source = fix
+                .fixed_waits
+                .iter()
+                .filter(|w| w.0 == t.tid)
+                .map(|w| w.1)
+                .sum::<f64>()
+                .min(fixed);
             let removed_wait = removed_waits.get(&t.tid).copied().unwrap_or(0.0);
             let in_reasons: f64 = reasons
                 .iter()
@@ -208,7 +230,7 @@ pub fn build(r: &Report, fix: &Fix, s: &Samples) -> model::Run {
                 removed_wait.min(in_reasons) * fixed_in / in_reasons
             } else {
                 0.0
-            };
+            } + source;
             let is_charged = fix.cpu_threads.is_empty() || fix.cpu_threads.contains(&t.tid);
             let removed_cpu_ns = if is_charged && charged_cpu > 0.0 {
                 removed_cpu * cpu / charged_cpu
@@ -219,11 +241,14 @@ pub fn build(r: &Report, fix: &Fix, s: &Samples) -> model::Run {
                 tid: t.tid,
                 cpu_ns: cpu,
                 fixed_wait_ns: fixed,
+                // A thread the fix frees of a real wait bounds the run too;
+                // one it frees of a moment's wait (a timer's sleeper that
+                // took the lock once) does not.
                 works: cpu >= WORKER_CPU_SHARE * max_cpu * own
                     || blockers.contains(&t.tid)
-                    || removed_wait > 0.0,
+                    || removed_wait >= WORKER_CPU_SHARE * max_cpu * own,
                 removed_cpu_ns,
-                removed_wait_ns: removed_wait,
+                removed_wait_ns: removed_wait + source,
                 removed_fixed_ns: removed_fixed,
             }
         })
@@ -231,7 +256,7 @@ pub fn build(r: &Report, fix: &Fix, s: &Samples) -> model::Run {
     let others_ns = r.others_cpus() * r.duration_ns as f64;
     let peers = peers_wake(r);
     model::Run {
-        wall_ns: r.duration_ns as f64 - s.profiler_share * program_cpu / cpus(r),
+        wall_ns: r.duration_ns as f64,
         cpus: cpus(r),
         peer_cpu_ns: if peers { others_ns } else { 0.0 },
         background_cpu_ns: if peers { 0.0 } else { others_ns },

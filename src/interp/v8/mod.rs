@@ -42,6 +42,10 @@ pub struct Function {
     pub start_line: i32,
     /// Its script's line starts (to number an interpreted frame's line).
     lines: Option<Arc<Vec<u32>>>,
+    /// Its Script and where in its source it starts: to number its lines
+    /// once they can be read, if they could not be when it was first read.
+    script_at: u64,
+    start_pos: i64,
 }
 
 /// A SharedFunctionInfo read: in which batch it was last checked, the two
@@ -52,11 +56,14 @@ struct Checked {
     n: u64,
 }
 
-/// A Script read: its name and where its lines start.
+/// A Script read: its name and where its lines start, and the batch its
+/// source was last read in (a source that could not be read, in the middle
+/// of a collection or of its load, is read again the next batch).
 #[derive(Clone)]
 struct Script {
     name: Option<String>,
     lines: Option<Arc<Vec<u32>>>,
+    tried: u64,
 }
 
 /// One process running V8.
@@ -127,6 +134,22 @@ impl Isolate {
             // memory can no longer change).
             if now.is_none_or(|w| w == c.words) {
                 c.batch = batch;
+                let f = &mut all[c.n as usize];
+                if f.lines.is_none() && f.script_at != 0 {
+                    // Its lines unread when it was read: try again.
+                    let read = self.scripts.get_mut(&f.script_at).map(|sc| {
+                        retry_lines(mem, l, f.script_at, sc, batch);
+                        (sc.name.clone(), sc.lines.clone())
+                    });
+                    let (name, lines) = read.unwrap_or_default();
+                    if f.script.is_none() {
+                        f.script = name;
+                    }
+                    if let Some(ls) = lines {
+                        f.start_line = heap::line_of(&ls, f.start_pos);
+                        f.lines = Some(ls);
+                    }
+                }
                 return Some(c.n);
             }
         }
@@ -135,19 +158,22 @@ impl Isolate {
         let Script {
             name: script,
             lines,
+            ..
         } = match f.script {
             0 => Script {
                 name: None,
                 lines: None,
+                tried: batch,
             },
-            s => self
-                .scripts
-                .entry(s)
-                .or_insert_with(|| Script {
+            s => {
+                let sc = self.scripts.entry(s).or_insert_with(|| Script {
                     name: heap::script_name(mem, l, s),
                     lines: heap::line_starts(mem, l, s).map(Arc::new),
-                })
-                .clone(),
+                    tried: batch,
+                });
+                retry_lines(mem, l, s, sc, batch);
+                sc.clone()
+            }
         };
         let start_line = lines.as_deref().map_or(0, |ls| heap::line_of(ls, f.start));
         all.push(Function {
@@ -155,10 +181,25 @@ impl Isolate {
             script,
             start_line,
             lines,
+            script_at: f.script,
+            start_pos: f.start,
         });
         let n = (all.len() - 1) as u64;
         self.functions.insert(shared, Checked { batch, words, n });
         Some(n)
+    }
+}
+
+/// Reads the source lines (and name) of Script `at` again if they could
+/// not be read before, once a batch.
+fn retry_lines(mem: &ProcessMemory, l: &Layout, at: u64, sc: &mut Script, batch: u64) {
+    if sc.lines.is_some() || sc.tried == batch {
+        return;
+    }
+    sc.tried = batch;
+    sc.lines = heap::line_starts(mem, l, at).map(Arc::new);
+    if sc.name.is_none() {
+        sc.name = heap::script_name(mem, l, at);
     }
 }
 
