@@ -122,6 +122,12 @@ pub fn idle_cpus(r: &Report, threads: f64) -> f64 {
     cpus.min(threads) - r.summary.cpus_used
 }
 
+/// The system time in proportion to `calls` of the run's syscalls: what
+/// they cost, where nothing measured them one by one.
+pub fn calls_system_ns(r: &Report, calls: u64) -> f64 {
+    r.summary.sys_ns as f64 * ratio(calls as f64, r.summary.syscalls as f64)
+}
+
 /// CPU time inside the calls on every contended lock: what a lock's share
 /// of the CPU spent in lock machinery is weighed against.
 pub fn all_lock_cpu_ns(r: &Report) -> f64 {

@@ -183,16 +183,11 @@ pub fn check(r: &Report) -> Vec<Finding> {
 /// number (a futex or a read may sleep: a pool's idle workers wait in its
 /// hand-off's futex).
 fn gain(r: &Report, p: &KnownPattern, without_samples: f64) -> crate::report::ExpectedGain {
-    let (share, n) = super::gain::Samples::of(r).through(|f| is_pattern_frame(p, f));
-    let fix = super::gain::Fix {
-        without_samples,
-        ..super::gain::fixes::cpu(
-            share,
-            n,
-            format!("were the program to do without {}", p.name),
-        )
-    };
-    super::gain::predict(r, &fix)
+    let assumes = format!("were the program to do without {}", p.name);
+    super::gain::predict(
+        r,
+        &super::gain::fixes::pattern(r, p, without_samples, assumes),
+    )
 }
 
 /// The pattern a `syscall.known-pattern` finding names.

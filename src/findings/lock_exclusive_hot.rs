@@ -58,11 +58,15 @@ pub fn check(r: &Report) -> Vec<Finding> {
                          read it with no lock at all (build it, publish it once, e.g. with an \
                          atomic pointer swap or RCU, and let lookups read the frozen copy)."
                     .into(),
-                expected_gain: super::gain::fixes::of_lock(r, l, format!(
-                            "were reads no longer excluding each other on {}: its waits and \
-                             its hand-overs' CPU gone",
-                            l.display_name()
-                        )),
+                expected_gain: super::gain::fixes::of_lock(
+                    r,
+                    l,
+                    format!(
+                        "were reads no longer excluding each other on {}: its waits and its \
+                         hand-overs' CPU gone",
+                        l.display_name()
+                    ),
+                ),
             }
             .fire()
         })

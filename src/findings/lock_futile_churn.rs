@@ -68,7 +68,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                     l,
                     format!(
                         "were threads no longer colliding on {}: its futex calls and its \
-                             lock functions' CPU gone",
+                         lock functions' CPU gone",
                         l.display_name()
                     ),
                 ),

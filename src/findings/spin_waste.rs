@@ -119,8 +119,16 @@ fn yield_sites(r: &Report) -> BTreeMap<String, (u64, Vec<Frame>)> {
 
 fn yield_finding(r: &Report, function: &str, calls: u64, frames: Vec<Frame>) -> Option<Finding> {
     let per_s = ratio(calls as f64, wall_ns(r) / 1e9);
-    let yield_sys_ns = r.summary.sys_ns as f64 * ratio(calls as f64, r.summary.syscalls as f64);
-    let frames_for_gain = frames.clone();
+    let yield_sys_ns = calls_system_ns(r, calls);
+    let expected_gain = super::gain::predict(
+        r,
+        &super::gain::fixes::calls(
+            r,
+            &[("sched_yield", frames.as_slice())],
+            ratio(yield_sys_ns, cpu_ns(r)),
+            format!("were {function}'s threads to sleep instead of yielding"),
+        ),
+    );
     Draft {
         id: ID,
         title: format!(
@@ -135,15 +143,7 @@ fn yield_finding(r: &Report, function: &str, calls: u64, frames: Vec<Frame>) -> 
             frames,
         },
         remedy: REMEDY.into(),
-        expected_gain: super::gain::predict(
-            r,
-            &super::gain::fixes::calls(
-                r,
-                &[("sched_yield", frames_for_gain.as_slice())],
-                ratio(yield_sys_ns, cpu_ns(r)),
-                format!("were {function}'s threads to sleep instead of yielding"),
-            ),
-        ),
+        expected_gain,
     }
     .fire()
 }

@@ -148,7 +148,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                 .map(|f| format!(" from {f}"))
                 .unwrap_or_default();
             let on = main_path(s).map(|p| format!(" on {p}")).unwrap_or_default();
-            let system_ns = r.summary.sys_ns as f64 * call_share;
+            let system_ns = calls_system_ns(r, s.calls);
             let mut evidence = vec![
                 at_least("calls_per_s", rate, MIN_CALLS_PER_S),
                 at_least(
@@ -226,18 +226,9 @@ fn gain(
     // A library's known pattern: its fix takes the library's path away
     // (ucontext's switches replaced), the user side of it too.
     if let Some(k) = known {
-        let (share, n) =
-            super::gain::Samples::of(r).through(|f| super::known::is_pattern_frame(k, f));
-        let mut fix = super::gain::fixes::cpu(
-            share,
-            n,
-            format!("with the library's path taken away ({})", k.name),
-        );
-        fix.without_samples = ratio(
-            r.summary.sys_ns as f64 * ratio(s.calls as f64, r.summary.syscalls as f64),
-            cpu_ns(r),
-        );
-        return super::gain::predict(r, &fix);
+        let without = ratio(calls_system_ns(r, s.calls), cpu_ns(r));
+        let assumes = format!("with the library's path taken away ({})", k.name);
+        return super::gain::predict(r, &super::gain::fixes::pattern(r, k, without, assumes));
     }
     let siblings: Vec<&SyscallReport> = r
         .syscalls
@@ -271,10 +262,7 @@ fn gain(
     };
     // Without CPU samples: the system time in proportion to their calls.
     let n: u64 = siblings.iter().map(|o| o.calls).sum();
-    let without = ratio(
-        r.summary.sys_ns as f64 * ratio(n as f64, r.summary.syscalls as f64),
-        cpu_ns(r),
-    );
+    let without = ratio(calls_system_ns(r, n), cpu_ns(r));
     super::gain::predict(r, &super::gain::fixes::calls(r, &calls, without, assumes))
 }
 

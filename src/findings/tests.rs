@@ -1123,18 +1123,7 @@ fn wait_bottleneck_thresholds() {
         let mut r = helpers(MIN_CONSUMERS_CPU_SHARE * DOWN);
         r.threads.retain(|t| t.tid != 1);
         let wall = r.duration_ns as f64;
-        r.threads.push(ThreadReport {
-            tid: 1,
-            pid: 100,
-            comm: "t1".into(),
-            user_ns: (wall * busy) as u64,
-            sys_ns: 0,
-            voluntary_switches: 0,
-            involuntary_switches: 0,
-            yields: 0,
-            syscalls: 0,
-            exited: false,
-        });
+        r.threads.push(thread_report(1, (wall * busy) as u64));
         r
     };
     assert!(fired(rule, &saturated(MIN_PRODUCER_BUSY_SHARE * UP)));

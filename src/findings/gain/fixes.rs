@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use super::{Fix, Samples, lock_machinery};
 use crate::frame::Frame;
 use crate::report::{ExpectedGain, OffCpuReason, Report};
+use crate::runtime::KnownPattern;
 
 /// The off-CPU reasons a wait on a lock of the program's can fall under:
 /// a futex or semaphore, a condition variable used as a lock (a GIL), a
@@ -60,11 +61,8 @@ pub fn lock(r: &Report, tids: &[u32], wait_ns: f64, weight: f64, assumes: String
         cpu_share: share * weight.clamp(0.0, 1.0),
         cpu_samples: n,
         cpu_threads: tids.to_vec(),
-        frees_background: false,
-        without_samples: 0.0,
-        at_most: None,
-        fixed_waits: vec![],
         assumes,
+        ..Fix::default()
     }
 }
 
@@ -136,6 +134,17 @@ pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assum
         without_samples,
         assumes,
         ..Fix::default()
+    }
+}
+
+/// A library's known pattern avoided (its fix takes the library's path
+/// away, the user side of it too): the CPU of the samples through the
+/// pattern's functions and the kernel under them.
+pub fn pattern(r: &Report, p: &KnownPattern, without_samples: f64, assumes: String) -> Fix {
+    let (share, n) = Samples::of(r).through(|f| super::super::known::is_pattern_frame(p, f));
+    Fix {
+        without_samples,
+        ..cpu(share, n, assumes)
     }
 }
 

@@ -173,13 +173,11 @@ fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
         .map(|t| (t.user_ns + t.sys_ns) as f64)
         .fold(0.0, f64::max);
     let removed_waits: HashMap<u32, f64> = fix.waits.iter().copied().collect();
-    let charged: Vec<&crate::report::ThreadReport> = r
+    let is_charged = |tid: u32| fix.cpu_threads.is_empty() || fix.cpu_threads.contains(&tid);
+    let charged_cpu: f64 = r
         .threads
         .iter()
-        .filter(|t| fix.cpu_threads.is_empty() || fix.cpu_threads.contains(&t.tid))
-        .collect();
-    let charged_cpu: f64 = charged
-        .iter()
+        .filter(|t| is_charged(t.tid))
         .map(|t| (t.user_ns + t.sys_ns) as f64 * own)
         .sum();
     let program_cpu: f64 = r
@@ -216,23 +214,19 @@ fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
                 .sum::<f64>()
                 .min(fixed);
             let removed_wait = removed_waits.get(&t.tid).copied().unwrap_or(0.0);
-            let in_reasons: f64 = reasons
+            // Its time in the fix's reasons, and the fixed part of it.
+            let (in_reasons, fixed_in) = reasons
                 .iter()
                 .filter(|x| fix.wait_reasons.contains(&x.reason))
-                .map(|x| x.ns as f64)
-                .sum();
-            let fixed_in: f64 = reasons
-                .iter()
-                .filter(|x| fix.wait_reasons.contains(&x.reason))
-                .map(|x| fixed_of(x.reason, x.ns as f64))
-                .sum();
+                .fold((0.0, 0.0), |(all, fixed), x| {
+                    (all + x.ns as f64, fixed + fixed_of(x.reason, x.ns as f64))
+                });
             let removed_fixed = if in_reasons > 0.0 {
                 removed_wait.min(in_reasons) * fixed_in / in_reasons
             } else {
                 0.0
             } + source;
-            let is_charged = fix.cpu_threads.is_empty() || fix.cpu_threads.contains(&t.tid);
-            let removed_cpu_ns = if is_charged && charged_cpu > 0.0 {
+            let removed_cpu_ns = if is_charged(t.tid) && charged_cpu > 0.0 {
                 removed_cpu * cpu / charged_cpu
             } else {
                 0.0
