@@ -87,28 +87,40 @@ pub fn fold_key(site: &CpuSite) -> (Frames, Frames) {
 }
 
 /// The `max` heaviest stacks, outermost first (the user stack, then the
-/// kernel's), by samples then by name. Merged on the shared stacks; only
-/// the kept ones are copied out.
-pub fn fold(sites: impl Iterator<Item = ((Frames, Frames), u64)>, max: usize) -> Vec<FoldedStack> {
-    let mut merged: HashMap<(Frames, Frames), u64> = HashMap::default();
-    for (frames, n) in sites {
-        *merged.entry(frames).or_default() += n;
+/// kernel's), by samples then by name, each with the threads its samples
+/// were taken on. Merged on the shared stacks; only the kept ones are
+/// copied out.
+pub fn fold(
+    sites: impl Iterator<Item = ((Frames, Frames), u32, u64)>,
+    max: usize,
+) -> Vec<FoldedStack> {
+    let mut merged: HashMap<(Frames, Frames), (u64, BTreeMap<u32, u64>)> = HashMap::default();
+    for (frames, tid, n) in sites {
+        let e = merged.entry(frames).or_default();
+        e.0 += n;
+        *e.1.entry(tid).or_default() += n;
     }
     fn outermost_first(
         (user, kernel): &(Frames, Frames),
     ) -> impl Iterator<Item = &crate::frame::Frame> {
         user.iter().rev().chain(kernel.iter().rev())
     }
-    let mut out: Vec<((Frames, Frames), u64)> = merged.into_iter().collect();
+    let mut out: Vec<_> = merged.into_iter().collect();
     out.sort_by(|a, b| {
-        b.1.cmp(&a.1)
+        b.1.0
+            .cmp(&a.1.0)
             .then_with(|| outermost_first(&a.0).cmp(outermost_first(&b.0)))
     });
     out.truncate(max);
-    out.iter()
-        .map(|(k, count)| FoldedStack {
-            frames: outermost_first(k).cloned().collect(),
-            count: *count,
+    out.into_iter()
+        .map(|(k, (count, threads))| {
+            let mut threads: Vec<(u32, u64)> = threads.into_iter().collect();
+            threads.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            FoldedStack {
+                frames: outermost_first(&k).cloned().collect(),
+                count,
+                threads,
+            }
         })
         .collect()
 }
@@ -172,7 +184,10 @@ pub fn profile(sites: &[CpuSite], hz: u64) -> CpuProfile {
         samples: user + kernel,
         user_samples: user,
         kernel_samples: kernel,
-        folded: fold(sites.iter().map(|s| (fold_key(s), s.samples)), MAX_FOLDED),
+        folded: fold(
+            sites.iter().map(|s| (fold_key(s), s.tid, s.samples)),
+            MAX_FOLDED,
+        ),
         functions,
     }
 }
@@ -250,20 +265,22 @@ mod tests {
 
     /// Issue 21: the on-CPU keys share their named stacks; folding merges
     /// equal stacks whichever copy they are and orders ties by the
-    /// outermost-first names, as when each key had its own copy.
+    /// outermost-first names, as when each key had its own copy. Issue 39:
+    /// each keeps the threads its samples came from.
     #[test]
     fn fold_merges_equal_shared_stacks_and_orders_ties_by_name_issue_21() {
         let f =
             |v: &[&str]| -> Frames { v.iter().map(|s| crate::frame::Frame::from(*s)).collect() };
         let none = Frames::default();
         let sites = [
-            ((f(&["b (x.c:2)", "main (x.c:9)"]), none.clone()), 3),
+            ((f(&["b (x.c:2)", "main (x.c:9)"]), none.clone()), 7, 3),
             (
                 (f(&["a (x.c:1)", "main (x.c:9)"]), f(&["ksys_read [k]"])),
+                8,
                 5,
             ),
-            ((f(&["b (x.c:2)", "main (x.c:9)"]), none.clone()), 2),
-            ((f(&["c (x.c:3)", "main (x.c:9)"]), none.clone()), 1),
+            ((f(&["b (x.c:2)", "main (x.c:9)"]), none.clone()), 9, 2),
+            ((f(&["c (x.c:3)", "main (x.c:9)"]), none.clone()), 7, 1),
         ];
         let out = fold(sites.into_iter(), 2);
         assert_eq!(out.len(), 2);
@@ -275,6 +292,9 @@ mod tests {
             (out[1].frames.join(";"), out[1].count),
             ("main (x.c:9);b (x.c:2)".to_string(), 5)
         );
+        // The threads each stack's samples were taken on, most first.
+        assert_eq!(out[0].threads, vec![(8, 5)]);
+        assert_eq!(out[1].threads, vec![(7, 3), (9, 2)]);
     }
 
     /// Issue 21: samples whose keys gave way keep the user/kernel split

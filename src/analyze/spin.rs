@@ -290,7 +290,7 @@ pub fn spin(
             sites
                 .iter()
                 .filter(|s| spins(s))
-                .map(|s| (fold_key(s), s.samples)),
+                .map(|s| (fold_key(s), s.tid, s.samples)),
             MAX_SPIN_STACKS,
         ),
         loops,

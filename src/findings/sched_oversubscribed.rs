@@ -71,16 +71,19 @@ pub fn check(r: &Report) -> Vec<Finding> {
                  change, pin latency-critical threads to CPUs of their own."
             .into(),
         expected_gain: {
-            let (share, n) = super::gain::Samples::of(r).through(switching);
+            let t = super::gain::Samples::of(r).through_frames(switching);
             super::gain::predict(
                 r,
-                &super::gain::fixes::cpu(
-                    share,
-                    n,
-                    "were no more threads busy than CPUs (the switches between them gone, the \
-                     work the same)"
-                        .into(),
-                ),
+                &super::gain::Fix {
+                    cpu_where: t.threads,
+                    ..super::gain::fixes::cpu(
+                        t.share,
+                        t.samples,
+                        "were no more threads busy than CPUs (the switches between them gone, \
+                         the work the same)"
+                            .into(),
+                    )
+                },
             )
         },
     }

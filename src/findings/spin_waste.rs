@@ -84,16 +84,21 @@ fn loop_finding(r: &Report, l: &SpinLoop) -> Option<Finding> {
             } else {
                 l.share
             };
+            // The threads that run the loop's function spend its CPU.
+            let on = super::gain::Samples::of(r).through_frames(|f| f.function() == l.function);
             super::gain::predict(
                 r,
-                &super::gain::fixes::cpu(
-                    share,
-                    l.samples,
-                    format!(
-                        "were the threads to sleep instead of spinning in {}",
-                        l.function
-                    ),
-                ),
+                &super::gain::Fix {
+                    cpu_where: on.threads,
+                    ..super::gain::fixes::cpu(
+                        share,
+                        l.samples,
+                        format!(
+                            "were the threads to sleep instead of spinning in {}",
+                            l.function
+                        ),
+                    )
+                },
             )
         },
     }

@@ -702,6 +702,7 @@ pub(crate) fn spinning_in(loops: &[(&str, &str, f64, u64)], yields_per_s: f64) -
             .map(|l| FoldedStack {
                 frames: stack(l.0),
                 count: l.3,
+                threads: vec![],
             })
             .collect(),
         loops: loops

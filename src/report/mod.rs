@@ -762,6 +762,11 @@ pub struct CpuProfile {
 pub struct FoldedStack {
     pub frames: Vec<crate::frame::Frame>,
     pub count: u64,
+    /// The threads the samples were taken on, `[tid, samples]`, most first
+    /// (the gain model charges the CPU a fix removes to the threads that
+    /// spend it). Empty in reports written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<(u32, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -54,12 +54,13 @@ pub fn spread(r: &Report, tids: &[u32], wait_ns: f64, reasons: &[OffCpuReason]) 
 /// readers, or gone): its waits, and its share (`weight`) of the CPU the
 /// program spent in lock machinery.
 pub fn lock(r: &Report, tids: &[u32], wait_ns: f64, weight: f64, assumes: String) -> Fix {
-    let (share, n) = Samples::of(r).through(lock_machinery);
+    let t = Samples::of(r).through_frames(lock_machinery);
     Fix {
         waits: spread(r, tids, wait_ns, LOCK_WAIT_REASONS),
         wait_reasons: LOCK_WAIT_REASONS.to_vec(),
-        cpu_share: share * weight.clamp(0.0, 1.0),
-        cpu_samples: n,
+        cpu_share: t.share * weight.clamp(0.0, 1.0),
+        cpu_samples: t.samples,
+        cpu_where: t.threads,
         cpu_threads: tids.to_vec(),
         assumes,
         ..Fix::default()
@@ -127,10 +128,11 @@ pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assum
             (has_caller && in_call) || own
         })
     };
-    let (share, n) = Samples::of(r).through_stack(through);
+    let t = Samples::of(r).through_threads(through);
     Fix {
-        cpu_share: share,
-        cpu_samples: n,
+        cpu_share: t.share,
+        cpu_samples: t.samples,
+        cpu_where: t.threads,
         without_samples,
         assumes,
         ..Fix::default()
@@ -141,10 +143,11 @@ pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assum
 /// away, the user side of it too): the CPU of the samples through the
 /// pattern's functions and the kernel under them.
 pub fn pattern(r: &Report, p: &KnownPattern, without_samples: f64, assumes: String) -> Fix {
-    let (share, n) = Samples::of(r).through(|f| super::super::known::is_pattern_frame(p, f));
+    let t = Samples::of(r).through_frames(|f| super::super::known::is_pattern_frame(p, f));
     Fix {
         without_samples,
-        ..cpu(share, n, assumes)
+        cpu_where: t.threads,
+        ..cpu(t.share, t.samples, assumes)
     }
 }
 

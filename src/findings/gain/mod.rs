@@ -24,7 +24,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::report::{ExpectedGain, OffCpuReason, Report};
 
-pub use samples::{Samples, lock_machinery};
+pub use samples::{Samples, Through, lock_machinery};
 
 /// What a fix removes, as a rule states it.
 #[derive(Clone, Debug, Default)]
@@ -37,6 +37,9 @@ pub struct Fix {
     /// own aside), and how many samples that share rests on.
     pub cpu_share: f64,
     pub cpu_samples: u64,
+    /// Those samples by thread, `(tid, samples)`: the CPU removed is
+    /// charged to the threads that spent it (empty: where is not known).
+    pub cpu_where: Vec<(u32, u64)>,
     /// The threads that CPU is charged to, in proportion to their CPU time
     /// (empty: all of the program's).
     pub cpu_threads: Vec<u32>,
@@ -186,8 +189,30 @@ fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
         .map(|t| (t.user_ns + t.sys_ns) as f64 * own)
         .sum();
     // The CPU removed is a share of the whole program's, charged to the
-    // fix's threads (at most all of theirs).
+    // fix's threads (at most all of theirs): to each as much as its samples
+    // show it spent, what no charged thread's sample shows in proportion
+    // to their CPU time.
     let removed_cpu = (fix.cpu_share * program_cpu).min(charged_cpu);
+    let where_all: f64 = fix.cpu_where.iter().map(|w| w.1 as f64).sum();
+    let where_charged: HashMap<u32, f64> = fix
+        .cpu_where
+        .iter()
+        .filter(|w| is_charged(w.0) && r.threads.iter().any(|t| t.tid == w.0))
+        .map(|w| (w.0, w.1 as f64))
+        .collect();
+    let unplaced = if where_all > 0.0 {
+        1.0 - where_charged.values().sum::<f64>() / where_all
+    } else {
+        1.0
+    };
+    let charged_share = |tid: u32, cpu: f64| {
+        let placed = if where_all > 0.0 {
+            where_charged.get(&tid).copied().unwrap_or(0.0) / where_all
+        } else {
+            0.0
+        };
+        placed + unplaced * cpu / charged_cpu
+    };
     let threads = r
         .threads
         .iter()
@@ -227,7 +252,7 @@ fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
                 0.0
             } + source;
             let removed_cpu_ns = if is_charged(t.tid) && charged_cpu > 0.0 {
-                removed_cpu * cpu / charged_cpu
+                (removed_cpu * charged_share(t.tid, cpu)).min(cpu)
             } else {
                 0.0
             };

@@ -5,6 +5,8 @@
 //! cost, not the program's: they are counted apart, and taken out of both
 //! sides.
 
+use std::collections::BTreeMap;
+
 use crate::frame::Frame;
 use crate::report::Report;
 
@@ -66,22 +68,51 @@ impl<'a> Samples<'a> {
         self.through_stack(|stack| stack.iter().any(&matches))
     }
 
+    /// As `through`, with the threads.
+    pub fn through_frames(&self, matches: impl Fn(&Frame) -> bool) -> Through {
+        self.through_threads(|stack| stack.iter().any(&matches))
+    }
+
     /// The share of the program's samples (and their number) whose stack
     /// `matches`.
     pub fn through_stack(&self, matches: impl Fn(&[Frame]) -> bool) -> (f64, u64) {
-        let n: u64 = self
-            .r
-            .cpu_samples
-            .folded
-            .iter()
-            .filter(|s| !s.frames.iter().any(profiler_frame) && matches(&s.frames))
-            .map(|s| s.count)
-            .sum();
-        if self.program_samples == 0 {
-            return (0.0, 0);
-        }
-        (n as f64 / self.program_samples as f64, n)
+        let t = self.through_threads(matches);
+        (t.share, t.samples)
     }
+
+    /// The program's samples whose stack `matches`: their share, their
+    /// number and the threads they were taken on.
+    pub fn through_threads(&self, matches: impl Fn(&[Frame]) -> bool) -> Through {
+        let mut by_thread: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut n = 0;
+        for s in self.r.cpu_samples.folded.iter() {
+            if s.frames.iter().any(profiler_frame) || !matches(&s.frames) {
+                continue;
+            }
+            n += s.count;
+            for &(tid, k) in &s.threads {
+                *by_thread.entry(tid).or_default() += k;
+            }
+        }
+        Through {
+            share: if self.program_samples == 0 {
+                0.0
+            } else {
+                n as f64 / self.program_samples as f64
+            },
+            samples: if self.program_samples == 0 { 0 } else { n },
+            threads: by_thread.into_iter().collect(),
+        }
+    }
+}
+
+/// The samples a fix's culprit code shows in.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Through {
+    pub share: f64,
+    pub samples: u64,
+    /// By thread, `(tid, samples)` (empty where the report has no threads).
+    pub threads: Vec<(u32, u64)>,
 }
 
 /// A frame of a lock's own machinery, in any runtime kerntax knows: its

@@ -37,6 +37,7 @@ fn samples(stacks: &[(&[&str], u64)]) -> Vec<FoldedStack> {
         .map(|(frames, count)| FoldedStack {
             frames: frames.iter().map(|f| (*f).into()).collect(),
             count: *count,
+            threads: vec![],
         })
         .collect()
 }
@@ -76,6 +77,46 @@ fn a_thread_bounds_the_run_from_a_share_of_the_busiest_threads_cpu() {
     // Housekeeping: thread 1's own chain, 1 s, halves.
     let g = share(WORKER_CPU_SHARE * DOWN);
     assert!((g - 0.5).abs() < 0.01, "{g}");
+}
+
+/// Issue 39 (node-lookup): an event loop (thread 1, 0.9 s of CPU in a 1 s
+/// run, the run's bound) hands lookups to a pool thread (thread 2, 0.4 s).
+/// A fix of the pool's lookups (0.3 s, 300 samples of thread 2's) leaves
+/// the loop's chain as it was: no gain, where charging the removed CPU to
+/// every thread in proportion took 0.21 s off the loop (23%). The same CPU
+/// in the loop's own samples takes 0.3 s off its chain (33%).
+#[test]
+fn removed_cpu_is_charged_to_the_threads_whose_samples_show_it() {
+    let gain = |on_tid: u32| {
+        let mut r = base();
+        r.duration_ns = S as u64;
+        r.threads = vec![thread(1, 0.9), thread(2, 0.4)];
+        let mut stacks = samples(&[(&["loop", "lookup"], 300), (&["loop", "work"], 1000)]);
+        stacks[0].threads = vec![(on_tid, 300)];
+        stacks[1].threads = vec![(1, 600), (2, 400 - 300 * u64::from(on_tid == 2))];
+        r.cpu_samples.folded = stacks;
+        let s = Samples::of(&r);
+        let t = s.through_frames(|f| f.function() == "lookup");
+        assert_eq!((t.samples, t.threads.clone()), (300, vec![(on_tid, 300)]));
+        let fix = Fix {
+            cpu_where: t.threads,
+            ..fixes::cpu(t.share, t.samples, "no lookups".into())
+        };
+        build(&r, &fix, &s).gain().share
+    };
+    let pool = gain(2);
+    assert!(pool.abs() < 1e-9, "{pool}");
+    let own = gain(1);
+    // The loop's chain, 0.9 s, down to 0.6 s.
+    assert!((own - (1.0 - 0.6 / 0.9)).abs() < 1e-6, "{own}");
+    // Samples without threads (a report from before they were kept): in
+    // proportion to the threads' CPU time, as before.
+    let mut r = base();
+    r.duration_ns = S as u64;
+    r.threads = vec![thread(1, 0.9), thread(2, 0.4)];
+    let fix = fixes::cpu(0.3 / 1.3, 300, "no lookups".into());
+    let g = build(&r, &fix, &Samples::of(&r)).gain().share;
+    assert!((g - 0.3 / 1.3).abs() < 1e-6, "{g}");
 }
 
 /// Thread 2 ends `share` of the program's waiting with its wake-ups:

@@ -546,6 +546,7 @@ mod tests {
         r.cpu_samples.folded = vec![crate::report::FoldedStack {
             frames: vec!["main".into(), EVIL.into()],
             count: 5,
+            threads: vec![],
         }];
         let html = render(&r);
         // The page's own two scripts, and no other.

@@ -155,6 +155,7 @@ mod tests {
                 .map(|i| FoldedStack {
                     frames: vec!["main (m.c:1)".into(), format!("leaf_{i} (m.c:{i})").into()],
                     count: i as u64 + 1,
+                    threads: vec![],
                 })
                 .collect(),
             ..r.cpu_samples.clone()
