@@ -355,6 +355,7 @@ mod tests {
         let f = &super::super::known_pattern::check(&r)[0];
         assert!(f.title.starts_with("SQLite commits"), "{}", f.title);
     }
+
     /// Issue 39 (sqlite-commits): a commit's flushes batched take, at
     /// most, its other waits for the device (the journal deleted) and
     /// their kernel work with them. One thread, a 1 s run: 0.4 s of CPU

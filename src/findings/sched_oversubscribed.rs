@@ -74,16 +74,12 @@ pub fn check(r: &Report) -> Vec<Finding> {
             let t = super::gain::Samples::of(r).through_frames(switching);
             super::gain::predict(
                 r,
-                &super::gain::Fix {
-                    cpu_where: t.threads,
-                    ..super::gain::fixes::cpu(
-                        t.share,
-                        t.samples,
-                        "were no more threads busy than CPUs (the switches between them gone, \
-                         the work the same)"
-                            .into(),
-                    )
-                },
+                &super::gain::fixes::cpu(
+                    t,
+                    "were no more threads busy than CPUs (the switches between them gone, the \
+                     work the same)"
+                        .into(),
+                ),
             )
         },
     }

@@ -78,27 +78,28 @@ fn loop_finding(r: &Report, l: &SpinLoop) -> Option<Finding> {
             REMEDY.into()
         },
         expected_gain: {
-            let n = super::gain::Samples::of(r).program_samples;
+            let samples = super::gain::Samples::of(r);
+            let n = samples.program_samples;
             let share = if n > 0 {
                 ratio(l.samples as f64, n as f64).min(1.0)
             } else {
                 l.share
             };
             // The threads that run the loop's function spend its CPU.
-            let on = super::gain::Samples::of(r).through_frames(|f| f.function() == l.function);
+            let on = samples.through_frames(|f| f.function() == l.function);
             super::gain::predict(
                 r,
-                &super::gain::Fix {
-                    cpu_where: on.threads,
-                    ..super::gain::fixes::cpu(
+                &super::gain::fixes::cpu(
+                    super::gain::Through {
                         share,
-                        l.samples,
-                        format!(
-                            "were the threads to sleep instead of spinning in {}",
-                            l.function
-                        ),
-                    )
-                },
+                        samples: l.samples,
+                        threads: on.threads,
+                    },
+                    format!(
+                        "were the threads to sleep instead of spinning in {}",
+                        l.function
+                    ),
+                ),
             )
         },
     }

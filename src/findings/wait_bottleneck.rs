@@ -165,33 +165,32 @@ fn event_loop(r: &Report, tid: u32) -> Option<&'static crate::runtime::EventLoop
         .find_map(|s| crate::runtime::event_loop_of(s.frames.iter().map(|f| f.function())))
 }
 
-/// What the producer itself waits for: its largest off-CPU reason other
-/// than the run queue, and who ended those waits.
+/// A thread's own largest off-CPU reason other than the run queue.
+fn longest_own_wait(t: &crate::report::OffCpuThread) -> Option<&crate::report::OffCpuReasonReport> {
+    t.reasons
+        .iter()
+        .filter(|x| x.reason != OffCpuReason::Involuntary)
+        .max_by_key(|x| x.ns)
+}
+
 /// The longest wait of the pacing thread `tid` itself (what paces it: its
 /// source, its disk) gone too, with `fix`: the most a faster producer
 /// could give (read from a file instead of a slow pipe).
 fn own_wait_gone(r: &Report, tid: u32, fix: &super::gain::Fix) -> Option<super::gain::Fix> {
     let t = r.offcpu.iter().find(|t| t.tid == tid)?;
-    let top = t
-        .reasons
-        .iter()
-        .filter(|x| x.reason != OffCpuReason::Involuntary)
-        .max_by_key(|x| x.ns)?;
+    let top = longest_own_wait(t)?;
     let mut most = fix.clone();
     most.fixed_waits.push((tid, top.ns as f64));
     Some(most)
 }
 
+/// What the producer itself waits for: its largest off-CPU reason other
+/// than the run queue, and who ended those waits.
 fn own_wait(r: &Report, tid: u32) -> String {
     let Some(t) = r.offcpu.iter().find(|t| t.tid == tid) else {
         return "Look at what the thread itself waits for, too.".into();
     };
-    let Some(top) = t
-        .reasons
-        .iter()
-        .filter(|x| x.reason != OffCpuReason::Involuntary)
-        .max_by_key(|x| x.ns)
-    else {
+    let Some(top) = longest_own_wait(t) else {
         return "It never waits itself: its own work is the limit.".into();
     };
     // Its syscalls with a tenth of that time or more, most first.

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Fix, Samples, lock_machinery};
+use super::{Fix, Samples, Through, lock_machinery};
 use crate::frame::Frame;
 use crate::report::{ExpectedGain, OffCpuReason, Report};
 use crate::runtime::KnownPattern;
@@ -146,17 +146,18 @@ pub fn pattern(r: &Report, p: &KnownPattern, without_samples: f64, assumes: Stri
     let t = Samples::of(r).through_frames(|f| super::super::known::is_pattern_frame(p, f));
     Fix {
         without_samples,
-        cpu_where: t.threads,
-        ..cpu(t.share, t.samples, assumes)
+        ..cpu(t, assumes)
     }
 }
 
 /// Code that stops running (a spin loop that sleeps instead, a library's
-/// pattern avoided): the CPU of its samples.
-pub fn cpu(share_of_samples: f64, samples: u64, assumes: String) -> Fix {
+/// pattern avoided): the CPU of its samples, taken from the threads they
+/// were on.
+pub fn cpu(t: Through, assumes: String) -> Fix {
     Fix {
-        cpu_share: share_of_samples,
-        cpu_samples: samples,
+        cpu_share: t.share,
+        cpu_samples: t.samples,
+        cpu_where: t.threads,
         assumes,
         ..Fix::default()
     }

@@ -100,7 +100,7 @@ impl<'a> Samples<'a> {
             } else {
                 n as f64 / self.program_samples as f64
             },
-            samples: if self.program_samples == 0 { 0 } else { n },
+            samples: n,
             threads: by_thread.into_iter().collect(),
         }
     }

@@ -42,6 +42,15 @@ fn samples(stacks: &[(&[&str], u64)]) -> Vec<FoldedStack> {
         .collect()
 }
 
+/// `share` of the program's samples, `n` of them, on no thread known.
+fn through(share: f64, samples: u64) -> Through {
+    Through {
+        share,
+        samples,
+        threads: vec![],
+    }
+}
+
 /// A 2 s run on 2 CPUs: thread 1 busy for 1 s, of which a fix removes
 /// half; thread 2 with `cpu_s` of CPU and a timer's sleep for the rest of
 /// the run. Thread 2's chain (2 s) bounds the run only when it is a worker.
@@ -98,10 +107,7 @@ fn removed_cpu_is_charged_to_the_threads_whose_samples_show_it() {
         let s = Samples::of(&r);
         let t = s.through_frames(|f| f.function() == "lookup");
         assert_eq!((t.samples, t.threads.clone()), (300, vec![(on_tid, 300)]));
-        let fix = Fix {
-            cpu_where: t.threads,
-            ..fixes::cpu(t.share, t.samples, "no lookups".into())
-        };
+        let fix = fixes::cpu(t, "no lookups".into());
         build(&r, &fix, &s).gain().share
     };
     let pool = gain(2);
@@ -114,7 +120,7 @@ fn removed_cpu_is_charged_to_the_threads_whose_samples_show_it() {
     let mut r = base();
     r.duration_ns = S as u64;
     r.threads = vec![thread(1, 0.9), thread(2, 0.4)];
-    let fix = fixes::cpu(0.3 / 1.3, 300, "no lookups".into());
+    let fix = fixes::cpu(through(0.3 / 1.3, 300), "no lookups".into());
     let g = build(&r, &fix, &Samples::of(&r)).gain().share;
     assert!((g - 0.3 / 1.3).abs() < 1e-6, "{g}");
 }
@@ -161,7 +167,7 @@ fn a_fix_seen_in_too_few_samples_gets_a_range_and_no_estimate() {
         r.cpu_samples.folded = samples(&[(&["main", "work"], 1000 - n), (&["main", "spin"], n)]);
         let (share, found) = Samples::of(&r).through(|f| f.function() == "spin");
         assert_eq!(found, n);
-        predict(&r, &fixes::cpu(share, found, "no spin".into()))
+        predict(&r, &fixes::cpu(through(share, found), "no spin".into()))
     };
     let few = predicted((MIN_FIX_SAMPLES as f64 * DOWN).floor() as u64);
     assert!(few.no_estimate.is_some(), "{few:?}");
@@ -180,7 +186,7 @@ fn a_run_the_bounds_do_not_explain_gets_no_estimate() {
         let mut r = base();
         r.duration_ns = (S / explained) as u64;
         r.threads = vec![thread(1, 1.0)];
-        predict(&r, &fixes::cpu(0.5, 1000, "half".into()))
+        predict(&r, &fixes::cpu(through(0.5, 1000), "half".into()))
     };
     let g = predicted(MIN_EXPLAINED * DOWN);
     assert!(g.no_estimate.is_some(), "{g:?}");
@@ -258,7 +264,11 @@ fn who_ended_a_wait_decides_whether_it_stays() {
             wait_ns: S as u64,
             waker_stacks: vec![],
         }];
-        build(&r, &fixes::cpu(0.5, 1000, "half".into()), &Samples::of(&r))
+        build(
+            &r,
+            &fixes::cpu(through(0.5, 1000), "half".into()),
+            &Samples::of(&r),
+        )
     };
     let peer = run(false);
     assert!((peer.threads[0].fixed_wait_ns - S).abs() < 1.0);
