@@ -63,7 +63,7 @@ pub fn check(r: &Report) -> Vec<Finding> {
                 ],
                 culprit: lock_culprit(l),
                 remedy: churn_remedy(l).unwrap_or(GENERAL_REMEDY).to_string(),
-                expected_gain: super::gain::fixes::of_lock(
+                expected_gain: super::gain::fixes::of_churn(
                     r,
                     l,
                     format!(

@@ -75,6 +75,22 @@ pub fn of_lock(r: &Report, l: &crate::report::LockReport, assumes: String) -> Ex
     super::predict(r, &lock(r, &[], l.blocked_ns as f64, weight, assumes))
 }
 
+/// The gain of a churning lock `l`'s collisions gone, with the least its
+/// remedy gives: a lock that spins briefly before it sleeps (or hands over
+/// in user space) ends the futex calls and the CPU they cost, and keeps
+/// the collisions' waits (the critical sections stay serial).
+pub fn of_churn(r: &Report, l: &crate::report::LockReport, assumes: String) -> ExpectedGain {
+    let weight =
+        super::super::common::ratio(l.cpu_ns as f64, super::super::common::all_lock_cpu_ns(r));
+    let mut fix = lock(r, &[], l.blocked_ns as f64, weight, assumes);
+    fix.at_least = Some(Box::new(Fix {
+        waits: vec![],
+        at_least: None,
+        ..fix.clone()
+    }));
+    super::predict(r, &fix)
+}
+
 /// The gain of a wait site's waits gone (what its `waiters` queue for
 /// split or held briefly): `wait_ns` of the program's `all_wait_ns`.
 pub fn of_site(

@@ -51,6 +51,10 @@ pub struct Fix {
     /// it reaches (a batched flush that takes the rest of a commit's device
     /// work with it): the range's high end.
     pub at_most: Option<Box<Fix>>,
+    /// The least the fix could remove, where the rule's remedy has a
+    /// partial form (an adaptive lock that ends a lock's churn but keeps
+    /// its collisions): the range's low end.
+    pub at_least: Option<Box<Fix>>,
     /// Waits that pace a thread from outside the program (its source, its
     /// disk) and the fix takes away all the same (the source made fast).
     pub fixed_waits: Vec<(u32, f64)>,
@@ -119,6 +123,17 @@ pub fn predict(r: &Report, fix: &Fix) -> ExpectedGain {
     if let Some(most) = &fix.at_most {
         high = high.max(build(r, most, &s).gain().high);
     }
+    if let Some(least) = &fix.at_least {
+        low = low.min(build(r, least, &s).gain().low);
+    }
+    // The busiest peer's work, were it serial (a one-thread client), bounds
+    // the run whatever the fix: the low end.
+    if let Some((pid, peer_ns)) = busiest_peer(r) {
+        let mut run = build(r, fix, &s);
+        run.peer_chain_ns = peer_ns;
+        run.peer_pid = pid;
+        low = low.min(run.gain().low);
+    }
     let no_estimate = if sampled && fix.cpu_samples < MIN_FIX_SAMPLES && fix.waits.is_empty() {
         Some(format!(
             "only {} CPU samples show the cost it removes",
@@ -136,6 +151,7 @@ pub fn predict(r: &Report, fix: &Fix) -> ExpectedGain {
     let bound = match g.after {
         model::Bound::Cpus => "the CPUs".to_string(),
         model::Bound::Chain(tid) => format!("thread {tid}'s own chain"),
+        model::Bound::Peer(pid) => format!("peer {pid}'s work"),
     };
     ExpectedGain {
         time_ns: (g.share * wall).max(0.0) as u64,
@@ -156,24 +172,28 @@ pub fn predict(r: &Report, fix: &Fix) -> ExpectedGain {
 pub fn build(r: &Report, fix: &Fix, s: &Samples) -> model::Run {
     // The profiler's cost lengthened the run as it lengthened the bound
     // that set it: the wall time without it, in that proportion.
-    let with_profiler = build_with(r, fix, 1.0).makespan(false).0;
-    let mut run = build_with(r, fix, 1.0 - s.profiler_share);
+    let with_profiler = build_with(r, fix, &|_| 1.0).makespan(false).0;
+    let mut run = build_with(r, fix, &|tid| s.own_share(tid));
     if with_profiler > 0.0 {
         run.wall_ns *= run.makespan(false).0 / with_profiler;
     }
     run
 }
 
-/// The model of the run with `own` of each thread's CPU time its own.
-fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
+/// The model of the run with `own(tid)` of each thread's CPU time its own.
+fn build_with(r: &Report, fix: &Fix, own: &dyn Fn(u32) -> f64) -> model::Run {
     let off: HashMap<u32, &crate::report::OffCpuThread> =
         r.offcpu.iter().map(|t| (t.tid, t)).collect();
     let fixed_share = fixed_shares(r);
     let blockers = blockers(r);
-    let max_cpu = r
+    let cpu_of = |t: &crate::report::ThreadReport| (t.user_ns + t.sys_ns) as f64;
+    // Whether a thread does a real part of the work is read from its CPU
+    // time as measured; the wait a fix takes from it, against its own.
+    let max_cpu = r.threads.iter().map(cpu_of).fold(0.0, f64::max);
+    let max_own = r
         .threads
         .iter()
-        .map(|t| (t.user_ns + t.sys_ns) as f64)
+        .map(|t| cpu_of(t) * own(t.tid))
         .fold(0.0, f64::max);
     let removed_waits: HashMap<u32, f64> = fix.waits.iter().copied().collect();
     let is_charged = |tid: u32| fix.cpu_threads.is_empty() || fix.cpu_threads.contains(&tid);
@@ -181,13 +201,9 @@ fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
         .threads
         .iter()
         .filter(|t| is_charged(t.tid))
-        .map(|t| (t.user_ns + t.sys_ns) as f64 * own)
+        .map(|t| cpu_of(t) * own(t.tid))
         .sum();
-    let program_cpu: f64 = r
-        .threads
-        .iter()
-        .map(|t| (t.user_ns + t.sys_ns) as f64 * own)
-        .sum();
+    let program_cpu: f64 = r.threads.iter().map(|t| cpu_of(t) * own(t.tid)).sum();
     // The CPU removed is a share of the whole program's, charged to the
     // fix's threads (at most all of theirs): to each as much as its samples
     // show it spent, what no charged thread's sample shows in proportion
@@ -217,7 +233,7 @@ fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
         .threads
         .iter()
         .map(|t| {
-            let cpu = (t.user_ns + t.sys_ns) as f64 * own;
+            let cpu = cpu_of(t) * own(t.tid);
             let reasons = off.get(&t.tid).map(|o| o.reasons.as_slice()).unwrap_or(&[]);
             let phi = fixed_share.get(&t.tid).copied().unwrap_or(1.0);
             let fixed_of = |reason: OffCpuReason, ns: f64| match reason {
@@ -263,9 +279,9 @@ fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
                 // A thread the fix frees of a real wait bounds the run too;
                 // one it frees of a moment's wait (a timer's sleeper that
                 // took the lock once) does not.
-                works: cpu >= WORKER_CPU_SHARE * max_cpu * own
+                works: cpu_of(t) >= WORKER_CPU_SHARE * max_cpu
                     || blockers.contains(&t.tid)
-                    || removed_wait >= WORKER_CPU_SHARE * max_cpu * own,
+                    || removed_wait >= WORKER_CPU_SHARE * max_own,
                 removed_cpu_ns,
                 removed_wait_ns: removed_wait + source,
                 removed_fixed_ns: removed_fixed,
@@ -281,6 +297,7 @@ fn build_with(r: &Report, fix: &Fix, own: f64) -> model::Run {
         background_cpu_ns: if peers { 0.0 } else { others_ns },
         frees_background: fix.frees_background,
         threads,
+        ..model::Run::default()
     }
 }
 
@@ -318,6 +335,29 @@ fn blockers(r: &Report) -> BTreeSet<u32> {
         .filter(|b| b.in_target && b.wait_ns as f64 >= BLOCKER_WAIT_SHARE * total)
         .map(|b| b.tid)
         .collect()
+}
+
+/// A peer that used more than this many CPUs over the run is not serial
+/// (one thread cannot): its work is not taken as a chain.
+pub const SERIAL_PEER_MAX_CPUS: f64 = 1.0;
+
+/// The busiest peer (another process that woke the program's threads)
+/// that may be serial: its pid and CPU time over the run.
+fn busiest_peer(r: &Report) -> Option<(u32, f64)> {
+    if r.others_cpus() <= 0.0 {
+        return None;
+    }
+    r.host
+        .others
+        .iter()
+        .filter(|o| o.cpus <= SERIAL_PEER_MAX_CPUS)
+        .filter(|o| {
+            r.wakeups
+                .iter()
+                .any(|w| !w.waker_in_target && w.waker_pid == o.pid && w.count > 0)
+        })
+        .map(|o| (o.pid, o.cpus * r.duration_ns as f64))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// Whether other processes woke the program's threads: the others on the

@@ -63,6 +63,11 @@ pub struct Run {
     pub background_cpu_ns: f64,
     /// The fix gives the background's CPUs back (the program alone).
     pub frees_background: bool,
+    /// A peer's CPU time taken as one thread's chain (its work serial):
+    /// the program's fix leaves it as it is, the peer's work per unit being
+    /// its own. Zero: not a bound (a peer's threads are not seen).
+    pub peer_chain_ns: f64,
+    pub peer_pid: u32,
     pub threads: Vec<Thread>,
 }
 
@@ -86,6 +91,8 @@ pub enum Bound {
     Cpus,
     /// One thread's chain.
     Chain(u32),
+    /// A peer process's work, were it serial.
+    Peer(u32),
 }
 
 impl Run {
@@ -132,6 +139,9 @@ impl Run {
             if chain > best.0 {
                 best = (chain, Bound::Chain(t.tid));
             }
+        }
+        if self.peer_chain_ns > best.0 {
+            best = (self.peer_chain_ns, Bound::Peer(self.peer_pid));
         }
         best
     }

@@ -17,7 +17,14 @@ pub struct Samples<'a> {
     pub profiler_share: f64,
     /// Samples of the program's own (the profiler's aside).
     pub program_samples: u64,
+    /// By thread: all its samples, and those inside the profiler.
+    by_thread: BTreeMap<u32, (u64, u64)>,
 }
+
+/// A thread's profiler share is read from its own samples, weighed with
+/// this many of the run's (its share, with few samples of its own, is
+/// mostly the run's; with many, its own).
+pub const PROFILER_PRIOR_SAMPLES: f64 = 10.0;
 
 /// A kernel frame of one of kerntax's BPF programs (`bpf_prog_<tag>_kt_...`
 /// or one of its sub-programs), or of the tracing that runs them (the
@@ -45,10 +52,19 @@ const PROFILER_KERNEL_FUNCTIONS: &[&str] = &[
 impl<'a> Samples<'a> {
     pub fn of(r: &'a Report) -> Samples<'a> {
         let (mut all, mut profiler) = (0u64, 0u64);
+        let mut by_thread: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
         for s in &r.cpu_samples.folded {
             all += s.count;
-            if s.frames.iter().any(profiler_frame) {
+            let inside = s.frames.iter().any(profiler_frame);
+            if inside {
                 profiler += s.count;
+            }
+            for &(tid, k) in &s.threads {
+                let e = by_thread.entry(tid).or_default();
+                e.0 += k;
+                if inside {
+                    e.1 += k;
+                }
             }
         }
         Samples {
@@ -59,7 +75,20 @@ impl<'a> Samples<'a> {
                 0.0
             },
             program_samples: all - profiler,
+            by_thread,
         }
+    }
+
+    /// The share of thread `tid`'s CPU time that is its own (the
+    /// profiler's aside): a thread that makes many system calls pays more
+    /// of the profiler's cost than one that computes. From its own samples
+    /// with `PROFILER_PRIOR_SAMPLES` of the run's share; the run's share
+    /// where its samples carry no thread.
+    pub fn own_share(&self, tid: u32) -> f64 {
+        let (all, inside) = self.by_thread.get(&tid).copied().unwrap_or((0, 0));
+        let k = PROFILER_PRIOR_SAMPLES;
+        let share = (inside as f64 + k * self.profiler_share) / (all as f64 + k);
+        1.0 - share.clamp(0.0, 1.0)
     }
 
     /// The share of the program's samples (and their number) whose stack

@@ -5,7 +5,7 @@
 use super::*;
 use crate::findings::tests::{DOWN, UP, base, thread_report};
 use crate::report::{
-    Blocker, FoldedStack, OffCpuReasonReport, OffCpuThread, ThreadReport, WakeupReport,
+    Blocker, FoldedStack, HostProcess, OffCpuReasonReport, OffCpuThread, ThreadReport, WakeupReport,
 };
 
 const S: f64 = 1e9;
@@ -239,6 +239,130 @@ fn the_profilers_own_samples_are_not_the_programs() {
     let (share, n) = s.through(|f| f.as_str().ends_with("sys_getppid [k]"));
     assert_eq!(n, 20);
     assert!((share - 0.25).abs() < 1e-9);
+}
+
+/// A thread that makes many system calls pays more of the profiler's cost
+/// than one that computes: its own samples say how much, weighed with
+/// `PROFILER_PRIOR_SAMPLES` of the run's share.
+#[test]
+fn a_threads_own_samples_say_how_much_of_its_cpu_the_profiler_took() {
+    let mut r = base();
+    r.threads = vec![thread(1, 1.0), thread(2, 1.0)];
+    let stack = |frames: &[&str], count, tid| FoldedStack {
+        frames: frames.iter().map(|f| (*f).into()).collect(),
+        count,
+        threads: vec![(tid, count)],
+    };
+    r.cpu_samples.folded = vec![
+        stack(&["main", "read", "__x64_sys_read [k]"], 20, 1),
+        stack(&["main", "read", "bpf_prog_1a2b_kt_sys_enter [k]"], 20, 1),
+        stack(&["main", "work"], 60, 2),
+    ];
+    let s = Samples::of(&r);
+    assert!((s.profiler_share - 0.2).abs() < 1e-9);
+    // (20 + 10 * 0.2) / (40 + 10) of thread 1's; (0 + 2) / (60 + 10) of 2's.
+    assert!((s.own_share(1) - (1.0 - 22.0 / 50.0)).abs() < 1e-9);
+    assert!((s.own_share(2) - (1.0 - 2.0 / 70.0)).abs() < 1e-9);
+    // A thread no sample was taken on: the run's share.
+    assert!((s.own_share(3) - 0.8).abs() < 1e-9);
+}
+
+/// A 2 s run on 2 CPUs: thread 1's 2 s of CPU bound it, and a fix halves
+/// it. A peer that woke it used `peer_cpus` of the run: were its work
+/// serial, it would bound the fixed run at its own CPU time (the range's
+/// low end); past `SERIAL_PEER_MAX_CPUS` it is not serial.
+fn beside_a_peer(peer_cpus: f64) -> ExpectedGain {
+    let mut r = base();
+    r.duration_ns = (2.0 * S) as u64;
+    r.threads = vec![thread(1, 2.0)];
+    r.host = crate::report::HostUsage {
+        measured: true,
+        busy_cpus: 1.0 + peer_cpus,
+        others_named_cpus: peer_cpus,
+        others: vec![HostProcess {
+            pid: 7,
+            comm: "client".into(),
+            cpus: peer_cpus,
+        }],
+    };
+    r.wakeups = vec![WakeupReport {
+        waker_pid: 7,
+        waker_tid: 7,
+        waker_comm: "client".into(),
+        waker_in_target: false,
+        woken_pid: 1,
+        woken_tid: 1,
+        woken_comm: "t".into(),
+        mechanism: "socket".into(),
+        count: 10,
+        wait_ns: 0,
+        waker_stacks: vec![],
+    }];
+    let fix = Fix {
+        cpu_share: 0.5,
+        cpu_samples: 1000,
+        cpu_threads: vec![1],
+        assumes: "half of thread 1's work gone".into(),
+        ..Fix::default()
+    };
+    predict(&r, &fix)
+}
+
+#[test]
+fn a_one_cpu_peers_work_bounds_the_low_end() {
+    let serial = beside_a_peer(SERIAL_PEER_MAX_CPUS * DOWN);
+    let range = serial.range.expect("a range");
+    // The peer's ~2 s: the fixed run can be no shorter than the run was.
+    assert!(range[0] < 0.05, "{serial:?}");
+    let parallel = beside_a_peer(SERIAL_PEER_MAX_CPUS * UP);
+    let range = parallel.range.expect("a range");
+    // Thread 1's 1 s left, against the CPUs' (1 + 1.01·2·½) / 2.
+    assert!(range[0] > 0.4, "{parallel:?}");
+    // The point is the model's either way.
+    assert!(
+        (serial.share - parallel.share).abs() < 0.05,
+        "{serial:?} {parallel:?}"
+    );
+}
+
+/// Two threads on 2 CPUs take turns at one lock for 2 s: each computes
+/// 1 s and waits 1 s for the other. Its collisions gone, each runs its
+/// 0.8 s of CPU left (a fifth was the lock's churn): 60% shorter. The
+/// least its remedy gives (an adaptive lock: the churn's CPU gone, the
+/// turns kept) is a fifth of each turn: the range's low end, with the
+/// time the turns take that the model does not explain kept.
+#[test]
+fn a_churning_locks_least_fix_keeps_its_collisions() {
+    let mut r = base();
+    r.duration_ns = (2.0 * S) as u64;
+    r.threads = vec![thread(1, 1.0), thread(2, 1.0)];
+    r.offcpu = vec![
+        off(1, OffCpuReason::Lock, 1.0),
+        off(2, OffCpuReason::Lock, 1.0),
+    ];
+    let fix = Fix {
+        waits: vec![(1, S), (2, S)],
+        wait_reasons: vec![OffCpuReason::Lock],
+        cpu_share: 0.2,
+        cpu_samples: 1000,
+        assumes: "the collisions gone".into(),
+        ..Fix::default()
+    };
+    let all = predict(&r, &fix);
+    assert!((all.share - 0.6).abs() < 1e-9, "{all:?}");
+    assert!(all.range.expect("a range")[0] > 0.5, "{all:?}");
+    let least = Fix {
+        at_least: Some(Box::new(Fix {
+            waits: vec![],
+            ..fix.clone()
+        })),
+        ..fix.clone()
+    };
+    let g = predict(&r, &least);
+    assert!((g.share - 0.6).abs() < 1e-9, "{g:?}");
+    // 1 - (0.8 s + the 1 s unexplained) / 2 s, less the samples' error.
+    let low = g.range.expect("a range")[0];
+    assert!(low <= 0.1 + 1e-9 && low > 0.05, "{g:?}");
 }
 
 /// A wait ended by something outside the program (a peer's reply) is
