@@ -111,6 +111,34 @@ pub fn of_site(
 /// the caller's own samples. Each call is
 /// its syscall's name and its call site's stack (innermost first).
 pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assumes: String) -> Fix {
+    let through = calls_path(calls);
+    let t = Samples::of(r).through_threads(through);
+    Fix {
+        without_samples,
+        ..cpu(t, assumes)
+    }
+}
+
+/// As `calls`, with a library's known pattern's path too (the library's
+/// commit, where the calls are its flushes: batching them takes it).
+pub fn calls_and_pattern(
+    r: &Report,
+    calls: &[(&str, &[Frame])],
+    p: &KnownPattern,
+    assumes: String,
+) -> Fix {
+    let through = calls_path(calls);
+    let t = Samples::of(r).through_threads(|stack| {
+        through(stack)
+            || stack
+                .iter()
+                .any(|f| super::super::known::is_pattern_frame(p, f))
+    });
+    cpu(t, assumes)
+}
+
+/// Whether a folded stack (outermost first) is on one of `calls`' paths.
+fn calls_path<'a>(calls: &'a [(&'a str, &'a [Frame])]) -> impl Fn(&[Frame]) -> bool + 'a {
     let paths: Vec<(String, Vec<&str>, Option<&str>)> = calls
         .iter()
         .map(|(name, frames)| {
@@ -125,7 +153,7 @@ pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assum
         .collect();
     // A folded stack is outermost first: its kernel part, if any, is
     // entered from the user frame just before it.
-    let through = |stack: &[Frame]| {
+    move |stack: &[Frame]| {
         let entry = stack.iter().position(|f| f.as_str().ends_with(" [k]"));
         let from = entry
             .and_then(|i| i.checked_sub(1))
@@ -143,15 +171,6 @@ pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assum
             let own = stack.last().map(|f| f.function()) == *caller && caller.is_some();
             (has_caller && in_call) || own
         })
-    };
-    let t = Samples::of(r).through_threads(through);
-    Fix {
-        cpu_share: t.share,
-        cpu_samples: t.samples,
-        cpu_where: t.threads,
-        without_samples,
-        assumes,
-        ..Fix::default()
     }
 }
 
