@@ -39,7 +39,9 @@ pub fn ruby_threads_serialise_on_the_gvl_named_as_such_and_one_thread_does_not_h
         .iter()
         .find(|e| e.metric == "queued_threads")
         .unwrap();
-    assert!(queued.value > 2.0, "{f:?}");
+    // CI on 18392a8 saw 1.94 once (2.88-2.95 in 3 recordings and 9 runs
+    // since): what the run showed is printed with it.
+    assert!(queued.value > 2.0, "{f:?}\n{}", seen(bad));
     let gvl: Vec<&kerntax::report::WaitSite> = bad
         .waits
         .iter()
