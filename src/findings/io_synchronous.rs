@@ -175,8 +175,9 @@ pub fn check(r: &Report) -> Vec<Finding> {
         format!(" (also waiting for the disk: {})", others.join(", "))
     };
     let share = ratio(worst.ns as f64, wall);
-    let lib_fix = known(name, &frames).map(|k| format!(" {}", k.fix));
-    let expected_gain = gain(r, &heavy, name, &frames);
+    let lib = known(name, &frames);
+    let lib_fix = lib.map(|k| format!(" {}", k.fix));
+    let expected_gain = gain(r, &heavy, name, &frames, lib);
     Draft {
         id: ID,
         title: format!(
@@ -208,7 +209,13 @@ pub fn check(r: &Report) -> Vec<Finding> {
 /// The calls batched, one for many: the heavy threads' waits in them, and
 /// the CPU their path takes (a flush's own kernel work is most of a
 /// server's system time).
-fn gain(r: &Report, heavy: &[&IoThread<'_>], name: &str, frames: &[Frame]) -> ExpectedGain {
+fn gain(
+    r: &Report,
+    heavy: &[&IoThread<'_>],
+    name: &str,
+    frames: &[Frame],
+    lib: Option<&crate::runtime::KnownPattern>,
+) -> ExpectedGain {
     let calls = super::gain::fixes::calls(
         r,
         &[(name, frames)],
@@ -227,7 +234,7 @@ fn gain(r: &Report, heavy: &[&IoThread<'_>], name: &str, frames: &[Frame]) -> Ex
     let with_others: Vec<(&str, &[Frame])> = std::iter::once((name, frames))
         .chain(others.iter().map(|c| (*c, &[][..])))
         .collect();
-    let cpu = match known(name, frames) {
+    let cpu = match lib {
         Some(p) => super::gain::fixes::calls_and_pattern(r, &with_others, p, String::new()),
         None => super::gain::fixes::calls(r, &with_others, 0.0, String::new()),
     };

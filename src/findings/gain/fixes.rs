@@ -70,9 +70,15 @@ pub fn lock(r: &Report, tids: &[u32], wait_ns: f64, weight: f64, assumes: String
 /// The gain of a contended lock `l` taken out of the threads' way: its
 /// blocked time, and its share of the program's lock-machinery CPU.
 pub fn of_lock(r: &Report, l: &crate::report::LockReport, assumes: String) -> ExpectedGain {
+    super::predict(r, &whole_lock(r, l, assumes))
+}
+
+/// A contended lock `l` out of the threads' way: its blocked time, and its
+/// share of the program's lock-machinery CPU.
+fn whole_lock(r: &Report, l: &crate::report::LockReport, assumes: String) -> Fix {
     let weight =
         super::super::common::ratio(l.cpu_ns as f64, super::super::common::all_lock_cpu_ns(r));
-    super::predict(r, &lock(r, &[], l.blocked_ns as f64, weight, assumes))
+    lock(r, &[], l.blocked_ns as f64, weight, assumes)
 }
 
 /// The gain of a churning lock `l`'s collisions gone, with the least its
@@ -80,9 +86,7 @@ pub fn of_lock(r: &Report, l: &crate::report::LockReport, assumes: String) -> Ex
 /// in user space) ends the futex calls and the CPU they cost, and keeps
 /// the collisions' waits (the critical sections stay serial).
 pub fn of_churn(r: &Report, l: &crate::report::LockReport, assumes: String) -> ExpectedGain {
-    let weight =
-        super::super::common::ratio(l.cpu_ns as f64, super::super::common::all_lock_cpu_ns(r));
-    let mut fix = lock(r, &[], l.blocked_ns as f64, weight, assumes);
+    let mut fix = whole_lock(r, l, assumes);
     fix.at_least = Some(Box::new(Fix {
         waits: vec![],
         at_least: None,

@@ -128,11 +128,12 @@ pub fn predict(r: &Report, fix: &Fix) -> ExpectedGain {
     }
     // The busiest peer's work, were it serial (a one-thread client), bounds
     // the run whatever the fix: the low end.
-    if let Some((pid, peer_ns)) = busiest_peer(r) {
-        let mut run = build(r, fix, &s);
-        run.peer_chain_ns = peer_ns;
-        run.peer_pid = pid;
-        low = low.min(run.gain().low);
+    if let Some(peer) = busiest_peer(r) {
+        let with_peer = model::Run {
+            peer_chain: Some(peer),
+            ..run.clone()
+        };
+        low = low.min(with_peer.gain().low);
     }
     let no_estimate = if sampled && fix.cpu_samples < MIN_FIX_SAMPLES && fix.waits.is_empty() {
         Some(format!(
@@ -354,7 +355,7 @@ fn busiest_peer(r: &Report) -> Option<(u32, f64)> {
         .filter(|o| {
             r.wakeups
                 .iter()
-                .any(|w| !w.waker_in_target && w.waker_pid == o.pid && w.count > 0)
+                .any(|w| peer_wake(w) && w.waker_pid == o.pid)
         })
         .map(|o| (o.pid, o.cpus * r.duration_ns as f64))
         .max_by(|a, b| a.1.total_cmp(&b.1))
@@ -363,9 +364,13 @@ fn busiest_peer(r: &Report) -> Option<(u32, f64)> {
 /// Whether other processes woke the program's threads: the others on the
 /// host are then its peers (a load generator), whose work grows with its.
 fn peers_wake(r: &Report) -> bool {
-    r.wakeups
-        .iter()
-        .any(|w| !w.waker_in_target && w.waker_pid != 0 && w.count > 0)
+    r.wakeups.iter().any(peer_wake)
+}
+
+/// A wake-up of the program's threads by another process (not the
+/// kernel's pid 0).
+fn peer_wake(w: &crate::report::WakeupReport) -> bool {
+    !w.waker_in_target && w.waker_pid != 0 && w.count > 0
 }
 
 #[cfg(test)]

@@ -63,11 +63,11 @@ pub struct Run {
     pub background_cpu_ns: f64,
     /// The fix gives the background's CPUs back (the program alone).
     pub frees_background: bool,
-    /// A peer's CPU time taken as one thread's chain (its work serial):
-    /// the program's fix leaves it as it is, the peer's work per unit being
-    /// its own. Zero: not a bound (a peer's threads are not seen).
-    pub peer_chain_ns: f64,
-    pub peer_pid: u32,
+    /// A peer's pid and CPU time, taken as one thread's chain (its work
+    /// serial): the program's fix leaves it as it is, the peer's work per
+    /// unit being its own. None: not a bound (a peer's threads are not
+    /// seen).
+    pub peer_chain: Option<(u32, f64)>,
     pub threads: Vec<Thread>,
 }
 
@@ -140,8 +140,10 @@ impl Run {
                 best = (chain, Bound::Chain(t.tid));
             }
         }
-        if self.peer_chain_ns > best.0 {
-            best = (self.peer_chain_ns, Bound::Peer(self.peer_pid));
+        if let Some((pid, ns)) = self.peer_chain
+            && ns > best.0
+        {
+            best = (ns, Bound::Peer(pid));
         }
         best
     }
