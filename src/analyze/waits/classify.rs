@@ -57,7 +57,7 @@ pub const MIN_PARKED_SHARE: f64 = 0.2;
 /// hand ends (a runtime's lock its frames name may overrule it).
 pub const THEY_IDLE: &str = ": they idle";
 
-fn pct(x: f64) -> String {
+pub(super) fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 

@@ -12,7 +12,7 @@
 //! lock words are taken from their classes, so that the lock table and the
 //! syscall figures agree with the site.
 
-use super::classify::{THEY_IDLE, work_in_hand};
+use super::classify::{MIN_TIMEOUT_SHARE, THEY_IDLE, work_in_hand};
 use crate::analyze::runtime_locks::{self, LockRole, RuntimeLock};
 use crate::report::{WaitClass, WaitSite};
 
@@ -55,23 +55,36 @@ fn for_runtime_lock(site: &mut WaitSite, lock: &RuntimeLock) {
     if lock.role == LockRole::VmOperation && site.class == WaitClass::IoOrPeer {
         return for_vm_operation(site, lock);
     }
-    if site.class != WaitClass::WaitingForWork || site.waiters < 2 {
+    // An interpreter's lock waited for with a timeout (a GVL's timer
+    // waiter's 100 ms, a GIL's switch interval) reads as the kernel ending
+    // the waits when the timeouts end most of them: the lock's own timed
+    // wait, not I/O (a ruby-gvl CI run on 18392a8 had its timer waits so).
+    // A signal that interrupts one (a runtime's timer signal) is no I/O
+    // either.
+    let own_ends = (site.timed_out + site.interrupted) as f64 / site.waits.max(1) as f64;
+    let timed = site.class == WaitClass::IoOrPeer && own_ends >= MIN_TIMEOUT_SHARE;
+    if !(site.class == WaitClass::WaitingForWork || timed) || site.waiters < 2 {
         return;
     }
-    let why = if runtime_locks::only_in_allocation(lock) {
+    let why = if timed {
+        if !(runtime_locks::only_for_work(lock) && work_in_hand_at(site)) {
+            return;
+        }
+        format!(
+            "the runtime's frames say this is {}, which a thread waits for only to run the \
+             language's code; {} of the waits here time out (or a signal ends them), the \
+             lock's own timed wait (not I/O), and {} threads wait here with work in hand",
+            lock.name,
+            super::classify::pct(own_ends),
+            site.waiters
+        )
+    } else if runtime_locks::only_in_allocation(lock) {
         format!(
             "the runtime's frames say this is {}, which a thread takes only in the middle of \
              an allocation: {} threads queue for it with work in hand",
             lock.name, site.waiters
         )
-    } else if runtime_locks::only_for_work(lock)
-        && work_in_hand(
-            site.prior,
-            site.waiter_between_busy_share,
-            site.loop_share,
-            site.nested_share,
-        )
-    {
+    } else if runtime_locks::only_for_work(lock) && work_in_hand_at(site) {
         format!(
             "the runtime's frames say this is {}, which a thread waits for only to run the \
              language's code; {} threads wait here with work in hand",
@@ -88,6 +101,16 @@ fn for_runtime_lock(site: &mut WaitSite, lock: &RuntimeLock) {
         }
     }
     site.evidence.insert(0, why);
+}
+
+/// Whether a site's waiters have work in hand (`classify::work_in_hand`).
+fn work_in_hand_at(site: &WaitSite) -> bool {
+    work_in_hand(
+        site.prior,
+        site.waiter_between_busy_share,
+        site.loop_share,
+        site.nested_share,
+    )
 }
 
 /// A site classed I/O or peer whose runtime lock is the runtime stopping
@@ -244,6 +267,50 @@ mod tests {
         assert_eq!(class(s.clone(), &JVM_SAFEPOINT), WaitClass::WaitingForWork);
         // Not a lock of the runtime's operations: left as it was.
         assert_eq!(class(s, &JVM_HEAP_LOCK), WaitClass::IoOrPeer);
+    }
+
+    /// A GVL's timer waits as a CI run on 18392a8 saw them (ruby-gvl): 5
+    /// waiters, 97% of the woken waiting ended by the kernel, their own
+    /// 100 ms timeouts; read as I/O, the lock's queue lost a thread.
+    fn timer_site(waits: u64, timed_out: u64) -> WaitSite {
+        let mut s = gvl_site(MIN_BUSY_BETWEEN_SHARE + 0.09, 0.0, 5);
+        s.class = WaitClass::IoOrPeer;
+        s.waits = waits;
+        s.timed_out = timed_out;
+        s
+    }
+
+    #[test]
+    fn an_interpreter_locks_timed_waits_that_time_out_are_its_queue_not_io() {
+        let at = (MIN_TIMEOUT_SHARE * 100.0) as u64;
+        let mut s = timer_site(100, at + 1);
+        for_runtime_lock(&mut s, &RUBY_GVL);
+        assert_eq!(s.class, WaitClass::Contention);
+        assert!(
+            s.evidence[0].contains("the lock's own timed wait"),
+            "{:?}",
+            s.evidence
+        );
+        assert_eq!(
+            class(timer_site(100, at - 1), &RUBY_GVL),
+            WaitClass::IoOrPeer
+        );
+        // Interrupted by a signal counts as the lock's own too.
+        let mut signalled = timer_site(100, at - 1);
+        signalled.interrupted = 2;
+        assert_eq!(class(signalled, &RUBY_GVL), WaitClass::Contention);
+        // Waiters with no work in hand, one waiter, or a lock a thread
+        // does not take only to run code: left as the timing says.
+        let mut idle = timer_site(100, 97);
+        idle.waiter_between_busy_share = MIN_BUSY_BETWEEN_SHARE - 0.01;
+        assert_eq!(class(idle, &RUBY_GVL), WaitClass::IoOrPeer);
+        let mut one = timer_site(100, 97);
+        one.waiters = 1;
+        assert_eq!(class(one, &RUBY_GVL), WaitClass::IoOrPeer);
+        assert_eq!(
+            class(timer_site(100, 97), &JVM_HEAP_LOCK),
+            WaitClass::IoOrPeer
+        );
     }
 
     #[test]
