@@ -228,7 +228,9 @@ fn gain(
     if let Some(k) = known {
         let without = ratio(calls_system_ns(r, s.calls), cpu_ns(r));
         let assumes = format!("with the library's path taken away ({})", k.name);
-        return super::gain::predict(r, &super::gain::fixes::pattern(r, k, without, assumes));
+        let fix = super::gain::fixes::pattern(r, k, without, assumes);
+        let fix = super::gain::fixes::with_aftermath(r, fix, super::gain::fixes::on_pattern(k));
+        return super::gain::predict(r, &fix);
     }
     let siblings: Vec<&SyscallReport> = r
         .syscalls
@@ -263,7 +265,9 @@ fn gain(
     // Without CPU samples: the system time in proportion to their calls.
     let n: u64 = siblings.iter().map(|o| o.calls).sum();
     let without = ratio(calls_system_ns(r, n), cpu_ns(r));
-    super::gain::predict(r, &super::gain::fixes::calls(r, &calls, without, assumes))
+    let fix = super::gain::fixes::calls(r, &calls, without, assumes);
+    let fix = super::gain::fixes::with_aftermath(r, fix, super::gain::fixes::on_calls(&calls));
+    super::gain::predict(r, &fix)
 }
 
 /// A data call that moves few bytes per call.

@@ -189,6 +189,52 @@ pub fn pattern(r: &Report, p: &KnownPattern, without_samples: f64, assumes: Stri
     }
 }
 
+/// The most of a thread's other CPU a storm's calls are taken to cost it
+/// beyond their own (`with_aftermath`): an assumption, that the code
+/// around the calls runs at least half as fast as it would without them.
+pub const AFTERMATH_MAX_SHARE: f64 = 0.5;
+
+/// A fix that takes system calls away, with its range's high end at what
+/// they cost the code around them too: each entry into the kernel leaves
+/// the caller's caches, branch predictors and TLB colder, and the user code
+/// after a call runs slower for a while (FlexSC, OSDI'10, measured the
+/// instructions per cycle user code loses after a call to be of the order
+/// of the call's own cost). So the high end counts the fix's kernel
+/// samples once more, taken from the same threads' other samples, at most
+/// AFTERMATH_MAX_SHARE of them; gawk's `strftime` storm measured 80%
+/// against 59-75% without it. `matches` is the fix's path, as its CPU was
+/// read.
+pub fn with_aftermath(r: &Report, fix: Fix, matches: impl Fn(&[Frame]) -> bool) -> Fix {
+    let t = Samples::of(r).through_with_aftermath(matches, AFTERMATH_MAX_SHARE);
+    if t.samples <= fix.cpu_samples {
+        return fix;
+    }
+    let most = Fix {
+        cpu_share: t.share,
+        cpu_samples: t.samples,
+        cpu_where: t.threads,
+        ..fix.clone()
+    };
+    Fix {
+        at_most: Some(Box::new(most)),
+        ..fix
+    }
+}
+
+/// Whether a folded stack runs through a library's known pattern.
+pub fn on_pattern(p: &KnownPattern) -> impl Fn(&[Frame]) -> bool + '_ {
+    move |stack: &[Frame]| {
+        stack
+            .iter()
+            .any(|f| super::super::known::is_pattern_frame(p, f))
+    }
+}
+
+/// Whether a folded stack is on one of `calls`' paths (`calls`).
+pub fn on_calls<'a>(calls: &'a [(&'a str, &'a [Frame])]) -> impl Fn(&[Frame]) -> bool + 'a {
+    calls_path(calls)
+}
+
 /// Code that stops running (a spin loop that sleeps instead, a library's
 /// pattern avoided): the CPU of its samples, taken from the threads they
 /// were on.
