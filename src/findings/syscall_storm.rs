@@ -266,7 +266,7 @@ fn gain(
     let n: u64 = siblings.iter().map(|o| o.calls).sum();
     let without = ratio(calls_system_ns(r, n), cpu_ns(r));
     let fix = super::gain::fixes::calls(r, &calls, without, assumes);
-    let fix = super::gain::fixes::with_aftermath(r, fix, super::gain::fixes::on_calls(&calls));
+    let fix = super::gain::fixes::with_aftermath(r, fix, super::gain::fixes::calls_path(&calls));
     super::gain::predict(r, &fix)
 }
 

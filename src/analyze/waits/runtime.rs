@@ -66,28 +66,25 @@ fn for_runtime_lock(site: &mut WaitSite, lock: &RuntimeLock) {
     if !(site.class == WaitClass::WaitingForWork || timed) || site.waiters < 2 {
         return;
     }
-    let why = if timed {
-        if !(runtime_locks::only_for_work(lock) && work_in_hand_at(site)) {
-            return;
-        }
-        format!(
-            "the runtime's frames say this is {}, which a thread waits for only to run the \
-             language's code; {} of the waits here time out (or a signal ends them), the \
-             lock's own timed wait (not I/O), and {} threads wait here with work in hand",
-            lock.name,
-            super::classify::pct(own_ends),
-            site.waiters
-        )
-    } else if runtime_locks::only_in_allocation(lock) {
+    let why = if !timed && runtime_locks::only_in_allocation(lock) {
         format!(
             "the runtime's frames say this is {}, which a thread takes only in the middle of \
              an allocation: {} threads queue for it with work in hand",
             lock.name, site.waiters
         )
     } else if runtime_locks::only_for_work(lock) && work_in_hand_at(site) {
+        let timed_out = if timed {
+            format!(
+                "{} of the waits here time out (or a signal ends them), the lock's own timed \
+                 wait (not I/O), and ",
+                super::classify::pct(own_ends)
+            )
+        } else {
+            String::new()
+        };
         format!(
             "the runtime's frames say this is {}, which a thread waits for only to run the \
-             language's code; {} threads wait here with work in hand",
+             language's code; {timed_out}{} threads wait here with work in hand",
             lock.name, site.waiters
         )
     } else {

@@ -131,18 +131,13 @@ pub fn calls_and_pattern(
     p: &KnownPattern,
     assumes: String,
 ) -> Fix {
-    let through = calls_path(calls);
-    let t = Samples::of(r).through_threads(|stack| {
-        through(stack)
-            || stack
-                .iter()
-                .any(|f| super::super::known::is_pattern_frame(p, f))
-    });
+    let (through, on) = (calls_path(calls), on_pattern(p));
+    let t = Samples::of(r).through_threads(|stack| through(stack) || on(stack));
     cpu(t, assumes)
 }
 
 /// Whether a folded stack (outermost first) is on one of `calls`' paths.
-fn calls_path<'a>(calls: &'a [(&'a str, &'a [Frame])]) -> impl Fn(&[Frame]) -> bool + 'a {
+pub fn calls_path<'a>(calls: &'a [(&'a str, &'a [Frame])]) -> impl Fn(&[Frame]) -> bool + 'a {
     let paths: Vec<(String, Vec<&str>, Option<&str>)> = calls
         .iter()
         .map(|(name, frames)| {
@@ -182,7 +177,7 @@ fn calls_path<'a>(calls: &'a [(&'a str, &'a [Frame])]) -> impl Fn(&[Frame]) -> b
 /// away, the user side of it too): the CPU of the samples through the
 /// pattern's functions and the kernel under them.
 pub fn pattern(r: &Report, p: &KnownPattern, without_samples: f64, assumes: String) -> Fix {
-    let t = Samples::of(r).through_frames(|f| super::super::known::is_pattern_frame(p, f));
+    let t = Samples::of(r).through_threads(on_pattern(p));
     Fix {
         without_samples,
         ..cpu(t, assumes)
@@ -228,11 +223,6 @@ pub fn on_pattern(p: &KnownPattern) -> impl Fn(&[Frame]) -> bool + '_ {
             .iter()
             .any(|f| super::super::known::is_pattern_frame(p, f))
     }
-}
-
-/// Whether a folded stack is on one of `calls`' paths (`calls`).
-pub fn on_calls<'a>(calls: &'a [(&'a str, &'a [Frame])]) -> impl Fn(&[Frame]) -> bool + 'a {
-    calls_path(calls)
 }
 
 /// Code that stops running (a spin loop that sleeps instead, a library's
