@@ -187,13 +187,14 @@ fn gain_is_an_estimate_of_the_fixs(scenario: &str, bad: &Report, fixed: &Report)
     let measured = unprofiled_gain(scenario);
     eprintln!(
         "gain {scenario}: [{}] predicted {:.0}% ({:.0}-{:.0}%), measured {:.0}% (profiled runs: \
-         {:.0}%)",
+         {:.0}%; the host's other work {:.2} CPUs)",
         f.id,
         g.share * 100.0,
         low * 100.0,
         high * 100.0,
         measured * 100.0,
-        profiled * 100.0
+        profiled * 100.0,
+        host_load_cpus(bad)
     );
     if SPINNING_FIXES.contains(&scenario) {
         return;
@@ -236,11 +237,52 @@ fn unprofiled_gain(scenario: &str) -> f64 {
     kerntax::measure::unprofiled_gain(&program, bad, fixed, GAIN_RUNS).unwrap()
 }
 
-/// Runs one demo scenario and returns its reports by variant label.
 /// Each variant's report, by its label.
 type Runs = std::collections::HashMap<String, Report>;
 
+/// Runs one demo scenario, again while the rest of the host was busy
+/// during its bad variant, and returns its reports by variant label.
 fn demo(scenario: &str) -> Runs {
+    let mut runs = demo_once(scenario);
+    for attempt in 2..=LOADED_HOST_ATTEMPTS {
+        let load = host_load_cpus(&runs["bad"]);
+        if load <= LOADED_HOST_CPUS {
+            break;
+        }
+        eprintln!(
+            "{scenario}: the host's other work held {load:.2} CPUs during the bad variant's \
+             profiled run: running it again ({attempt} of {LOADED_HOST_ATTEMPTS})"
+        );
+        runs = demo_once(scenario);
+    }
+    gain_is_an_estimate_of_the_fixs(scenario, &runs["bad"], &runs["fixed"]);
+    runs
+}
+
+/// The CPUs the rest of the host (other processes, and a hypervisor's
+/// steal) held during a run.
+fn host_load_cpus(r: &Report) -> f64 {
+    r.others_cpus() + r.host.steal_cpus
+}
+
+/// A profiled run during which the rest of the host held more than this
+/// many CPUs predicts its fix's gain on a host that busy, and the gain
+/// measured without kerntax (the fastest of alternate runs) is the quiet
+/// host's: the two are not of one program. A contended lock shows it
+/// most: icinga-namespace's bad variant beside two busy loops on this
+/// 2-vCPU host runs 280-314 ms (460-600 ms alone; its threads run less
+/// at once, so they contend less), its fix gains 53-64% there against
+/// 82-88% alone, and CI once (stop 53) predicted 37-60% against 75%
+/// measured, the profiled runs' own gain 48%. Quiet runs hold 0.0-0.12
+/// CPUs of other work; one busy loop 0.56.
+const LOADED_HOST_CPUS: f64 = 0.3;
+
+/// Profiled runs of a scenario `demo` makes, at most, for one on a host
+/// not loaded (the last is held as it is).
+const LOADED_HOST_ATTEMPTS: usize = 3;
+
+/// One `kerntax demo` of a scenario.
+fn demo_once(scenario: &str) -> Runs {
     let dir = tempfile::tempdir().unwrap();
     let out = kerntax()
         .args(["demo", scenario, "--out"])
@@ -264,7 +306,6 @@ fn demo(scenario: &str) -> Runs {
             )
         })
         .collect();
-    gain_is_an_estimate_of_the_fixs(scenario, &runs["bad"], &runs["fixed"]);
     runs
 }
 

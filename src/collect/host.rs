@@ -26,6 +26,9 @@ const NS_PER_TICK: u64 = 1_000_000_000 / TICKS_PER_S;
 pub struct HostSnapshot {
     /// All CPUs' non-idle time (user, nice, system, irq, softirq, steal).
     busy_ticks: u64,
+    /// Of it, the time the hypervisor ran something else on this VM's
+    /// CPUs (steal).
+    steal_ticks: u64,
     /// Per process: its command name, CPU time (user + system) and start
     /// time (which tells a reused pid from the process it had).
     processes: HashMap<u32, (String, u64, u64)>,
@@ -35,7 +38,7 @@ impl HostSnapshot {
     /// None when /proc/stat cannot be read.
     pub fn now() -> Option<HostSnapshot> {
         let stat = fs::read_to_string("/proc/stat").ok()?;
-        let busy_ticks = busy_ticks(&stat)?;
+        let (busy_ticks, steal_ticks) = busy_ticks(&stat)?;
         let mut processes = HashMap::new();
         for e in fs::read_dir("/proc").ok()?.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -50,14 +53,16 @@ impl HostSnapshot {
         }
         Some(HostSnapshot {
             busy_ticks,
+            steal_ticks,
             processes,
         })
     }
 }
 
-/// The `cpu` line's non-idle ticks: user nice system idle iowait irq
-/// softirq steal (guest time is already in user).
-fn busy_ticks(stat: &str) -> Option<u64> {
+/// The `cpu` line's non-idle ticks, and of them the stolen ones: user
+/// nice system idle iowait irq softirq steal (guest time is already in
+/// user).
+fn busy_ticks(stat: &str) -> Option<(u64, u64)> {
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
         .split_whitespace()
@@ -65,7 +70,7 @@ fn busy_ticks(stat: &str) -> Option<u64> {
         .map(|x| x.parse().unwrap_or(0))
         .collect();
     let at = |i: usize| v.get(i).copied().unwrap_or(0);
-    Some(at(0) + at(1) + at(2) + at(5) + at(6) + at(7))
+    Some((at(0) + at(1) + at(2) + at(5) + at(6) + at(7), at(7)))
 }
 
 /// A process's comm, utime + stime and start time from its stat line (the
@@ -115,6 +120,7 @@ pub fn usage(start: &HostSnapshot, end: &HostSnapshot, wall_ns: u64, mine: &[u32
     HostUsage {
         measured: true,
         busy_cpus: per_s(end.busy_ticks.saturating_sub(start.busy_ticks)),
+        steal_cpus: per_s(end.steal_ticks.saturating_sub(start.steal_ticks)),
         others_named_cpus: named_cpus,
         others,
     }
@@ -130,7 +136,7 @@ mod tests {
         assert_eq!(process_ticks(line), Some(("my (odd) prog".into(), 300, 5)));
         assert_eq!(
             busy_ticks("cpu  10 1 5 1000 7 2 3 4 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\n"),
-            Some(25)
+            Some((25, 4))
         );
     }
 
@@ -138,6 +144,7 @@ mod tests {
     fn others_are_what_the_rest_used_most_first() {
         let snap = |busy, p: &[(u32, &str, u64, u64)]| HostSnapshot {
             busy_ticks: busy,
+            steal_ticks: busy / 8,
             processes: p
                 .iter()
                 .map(|&(pid, c, t, s)| (pid, (c.to_string(), t, s)))
@@ -167,6 +174,7 @@ mod tests {
         let u = usage(&start, &end, 2_000_000_000, &[1, 9]);
         assert!(u.measured);
         assert!((u.busy_cpus - 2.0).abs() < 1e-9);
+        assert!((u.steal_cpus - 0.25).abs() < 1e-9);
         let named: Vec<(&str, f64)> = u.others.iter().map(|p| (p.comm.as_str(), p.cpus)).collect();
         assert_eq!(named, vec![("yes", 1.0), ("new", 0.4), ("gcc", 0.25)]);
         assert!((u.others_named_cpus - 1.65).abs() < 1e-9);

@@ -133,6 +133,7 @@ mod tests {
         r.host = HostUsage {
             measured: true,
             busy_cpus: used + others,
+            steal_cpus: 0.0,
             others_named_cpus: others,
             others: vec![HostProcess {
                 pid: 7,

@@ -98,6 +98,13 @@ fn header(r: &Report, out: &mut String, color: bool) {
             named.join(", ")
         );
     }
+    if r.host.steal_cpus >= HOST_LINE_MIN_CPUS {
+        let _ = writeln!(
+            out,
+            "the hypervisor ran others on {:.1} of this VM's CPUs meanwhile (steal time)",
+            r.host.steal_cpus
+        );
+    }
 }
 
 /// The rest of the host is worth a line when it kept this many CPUs busy.
@@ -391,6 +398,18 @@ mod tests {
         );
         assert!(!text.contains("bpf_find_vma"), "{text}");
         assert!(!render(&build(sample_inputs()), false).contains("lacks what"));
+    }
+
+    /// A VM's stolen CPUs get a line of their own from HOST_LINE_MIN_CPUS.
+    #[test]
+    fn a_vms_steal_is_said_from_a_quarter_cpu() {
+        let mut r = build(sample_inputs());
+        r.host.measured = true;
+        let line = "of this VM's CPUs meanwhile (steal time)";
+        r.host.steal_cpus = HOST_LINE_MIN_CPUS - 0.01;
+        assert!(!render(&r, false).contains(line));
+        r.host.steal_cpus = HOST_LINE_MIN_CPUS + 0.01;
+        assert!(render(&r, false).contains(&format!("others on 0.3 {line}")));
     }
 
     #[test]

@@ -14,11 +14,19 @@ pub struct HostUsage {
     /// CPU time of everything on the host (all processes, interrupts) per
     /// wall second: CPUs kept busy.
     pub busy_cpus: f64,
+    /// Of those, the CPUs the hypervisor ran something else on (a VM's
+    /// steal time): CPUs the host's own processes could not have.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steal_cpus: f64,
     /// The same, of the other processes that were there at the end of the
     /// run (not the target, not kerntax), named or not below.
     pub others_named_cpus: f64,
     /// The other processes that used the most CPU, most first.
     pub others: Vec<HostProcess>,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -278,6 +278,7 @@ fn beside_a_peer(peer_cpus: f64) -> ExpectedGain {
     r.host = crate::report::HostUsage {
         measured: true,
         busy_cpus: 1.0 + peer_cpus,
+        steal_cpus: 0.0,
         others_named_cpus: peer_cpus,
         others: vec![HostProcess {
             pid: 7,
