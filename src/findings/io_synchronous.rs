@@ -234,9 +234,21 @@ fn gain(
     let with_others: Vec<(&str, &[Frame])> = std::iter::once((name, frames))
         .chain(others.iter().map(|c| (*c, &[][..])))
         .collect();
+    // A thread that sleeps on the device comes back to caches others
+    // used meanwhile: what its calls cost the code around them goes too
+    // (`fixes::with_aftermath`).
+    use super::gain::fixes;
     let cpu = match lib {
-        Some(p) => super::gain::fixes::calls_and_pattern(r, &with_others, p, String::new()),
-        None => super::gain::fixes::calls(r, &with_others, 0.0, String::new()),
+        Some(p) => fixes::and_aftermath(
+            r,
+            fixes::calls_and_pattern(r, &with_others, p, String::new()),
+            fixes::calls_or_pattern(&with_others, p),
+        ),
+        None => fixes::and_aftermath(
+            r,
+            fixes::calls(r, &with_others, 0.0, String::new()),
+            fixes::calls_path(&with_others),
+        ),
     };
     let all = super::gain::Fix {
         waits: heavy

@@ -150,25 +150,40 @@ fn commits(own: &[(&[&str], u64)]) -> Report {
 
 /// Issue 39 (sqlite-commits): a commit's flushes batched take, at
 /// most, its other waits for the device (the journal deleted) and
-/// their kernel work with them. Of `commits`' 0.4 s of CPU, the flushes
-/// alone leave 0.28 s and the 0.1 s of unlink (62% at best); with unlink's
-/// wait and kernel work, 0.2 s of CPU (80%).
+/// their kernel work with them, and what those calls cost the code around
+/// them (`fixes::with_aftermath`: their 50 kernel samples once more, from
+/// the thread's 50 others, at most half of them). Of `commits`' 0.4 s of
+/// CPU, the flushes alone leave 0.28 s and the 0.1 s of unlink (62% at
+/// best); with unlink's wait and kernel work, 0.2 s of CPU (80%); with
+/// their aftermath, 0.1 s (90%), and 75 of 100 samples read with their
+/// sampling error (`most_with_error`).
 #[test]
 fn a_batched_flush_reaches_at_most_the_commits_other_device_calls() {
     let r = commits(&[(&["main (app.c:9)", "insert (app.c:5)"], 50)]);
     let f = &check(&r)[0];
     let g = &f.expected_gain;
     let [low, high] = g.range.unwrap();
-    assert!((high - 0.8).abs() < 1e-6, "{g:?}");
+    assert!((high - most_with_error(0.9, 75)).abs() < 1e-6, "{g:?}");
     assert!(low <= g.share && g.share < 0.62, "{g:?}");
+}
+
+/// A high end read from `samples` of `commits`' 100 (0.4 s of CPU in 1 s):
+/// the CPU share removed is theirs plus two standard errors (Agresti-Coull,
+/// as the point's range).
+fn most_with_error(high: f64, samples: u64) -> f64 {
+    let n = 104.0;
+    let p = (samples as f64 + 2.0) / n;
+    high + 0.4 * 2.0 * (p * (1.0 - p) / n).sqrt()
 }
 
 /// Issue 39 (sqlite-commits, 59-89% against 99%): where a known library's
 /// pattern names the commit a flush is made in (SQLite's pager and
 /// `sqlite3VdbeHalt`), batching the flushes takes, at most, the commit's
 /// whole path: with 20 of `commits`' own 50 samples in SQLite's commit
-/// (its journal's pages written in user space), 0.12 s of CPU is left:
-/// 88%; in a commit no library's pattern names, 80% as above.
+/// (its journal's pages written in user space) and the calls' aftermath
+/// (15: half the 30 samples left), 0.06 s of CPU is left: 94% (with the
+/// sampling error of its 85 samples); in a commit no library's pattern
+/// names, 90% as above.
 #[test]
 fn a_batched_flush_in_a_known_librarys_commit_takes_its_path_at_most() {
     let high = |commit: &str| {
@@ -182,7 +197,13 @@ fn a_batched_flush_in_a_known_librarys_commit_takes_its_path_at_most() {
         check(&r)[0].expected_gain.range.unwrap()[1]
     };
     let known = high("sqlite3VdbeHalt (libsqlite3.so.0)");
-    assert!((known - 0.88).abs() < 1e-6, "{known}");
+    assert!((known - most_with_error(0.94, 85)).abs() < 1e-6, "{known}");
+    // A transaction's begin (the file's locks taken) is per transaction too.
+    let begin = high("sqlite3BtreeBeginTrans (libsqlite3.so.0)");
+    assert!((begin - most_with_error(0.94, 85)).abs() < 1e-6, "{begin}");
     let unknown = high("commit_rows (app.c:7)");
-    assert!((unknown - 0.8).abs() < 1e-6, "{unknown}");
+    assert!(
+        (unknown - most_with_error(0.9, 75)).abs() < 1e-6,
+        "{unknown}"
+    );
 }

@@ -21,6 +21,10 @@ pub const RUNTIME: Runtime = Runtime {
             "pwrite64",
         ],
         frames: &[
+            // A transaction's begin: the database file's locks taken
+            // (fcntl) and its change counter read, on every statement
+            // run outside BEGIN, once for all of them inside one.
+            "sqlite3BtreeBeginTrans",
             "sqlite3PagerCommitPhaseOne",
             "sqlite3PagerSync",
             "sqlite3BtreeCommitPhaseOne",

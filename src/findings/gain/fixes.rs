@@ -131,9 +131,20 @@ pub fn calls_and_pattern(
     p: &KnownPattern,
     assumes: String,
 ) -> Fix {
+    cpu(
+        Samples::of(r).through_threads(calls_or_pattern(calls, p)),
+        assumes,
+    )
+}
+
+/// Whether a folded stack is on one of `calls`' paths or runs through a
+/// library's known pattern.
+pub fn calls_or_pattern<'a>(
+    calls: &'a [(&'a str, &'a [Frame])],
+    p: &'a KnownPattern,
+) -> impl Fn(&[Frame]) -> bool + 'a {
     let (through, on) = (calls_path(calls), on_pattern(p));
-    let t = Samples::of(r).through_threads(|stack| through(stack) || on(stack));
-    cpu(t, assumes)
+    move |stack: &[Frame]| through(stack) || on(stack)
 }
 
 /// Whether a folded stack (outermost first) is on one of `calls`' paths.
@@ -200,18 +211,27 @@ pub const AFTERMATH_MAX_SHARE: f64 = 0.5;
 /// against 59-75% without it. `matches` is the fix's path, as its CPU was
 /// read.
 pub fn with_aftermath(r: &Report, fix: Fix, matches: impl Fn(&[Frame]) -> bool) -> Fix {
+    let most = and_aftermath(r, fix.clone(), matches);
+    if most.cpu_samples <= fix.cpu_samples {
+        return fix;
+    }
+    Fix {
+        at_most: Some(Box::new(most)),
+        ..fix
+    }
+}
+
+/// `fix` with its CPU at what `with_aftermath`'s high end counts: its
+/// kernel samples once more (a fix that is itself a range's high end).
+pub fn and_aftermath(r: &Report, fix: Fix, matches: impl Fn(&[Frame]) -> bool) -> Fix {
     let t = Samples::of(r).through_with_aftermath(matches, AFTERMATH_MAX_SHARE);
     if t.samples <= fix.cpu_samples {
         return fix;
     }
-    let most = Fix {
+    Fix {
         cpu_share: t.share,
         cpu_samples: t.samples,
         cpu_where: t.threads,
-        ..fix.clone()
-    };
-    Fix {
-        at_most: Some(Box::new(most)),
         ..fix
     }
 }

@@ -104,11 +104,14 @@ pub fn predict(r: &Report, fix: &Fix) -> ExpectedGain {
     // of the share with two samples added each way (Agresti-Coull), so a
     // share of all or none of a few samples is not certain.
     let sampled = fix.cpu_share > 0.0 && fix.cpu_samples > 0 && s.program_samples > 0;
+    let sampling_error = |share: f64| {
+        let n = s.program_samples.max(1) as f64 + 4.0;
+        let p = (share * (n - 4.0) + 2.0) / n;
+        2.0 * (p * (1.0 - p) / n).sqrt()
+    };
     let (mut low, mut high) = (g.low, g.high);
     if sampled {
-        let n = s.program_samples.max(1) as f64 + 4.0;
-        let p = (fix.cpu_share * (n - 4.0) + 2.0) / n;
-        let err = 2.0 * (p * (1.0 - p) / n).sqrt();
+        let err = sampling_error(fix.cpu_share);
         for (end, delta) in [(&mut low, -err), (&mut high, err)] {
             let mut f = fix.clone();
             f.cpu_share = (fix.cpu_share + delta).clamp(0.0, 1.0);
@@ -120,8 +123,14 @@ pub fn predict(r: &Report, fix: &Fix) -> ExpectedGain {
             };
         }
     }
+    // The most the fix could remove is read from samples too: its high
+    // end with their error.
     if let Some(most) = &fix.at_most {
-        high = high.max(build(r, most, &s).gain().high);
+        let mut most = (**most).clone();
+        if sampled && most.cpu_share > 0.0 {
+            most.cpu_share = (most.cpu_share + sampling_error(most.cpu_share)).min(1.0);
+        }
+        high = high.max(build(r, &most, &s).gain().high);
     }
     if let Some(least) = &fix.at_least {
         low = low.min(build(r, least, &s).gain().low);
