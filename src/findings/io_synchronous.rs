@@ -239,16 +239,10 @@ fn gain(
     // (`fixes::with_aftermath`).
     use super::gain::fixes;
     let cpu = match lib {
-        Some(p) => fixes::and_aftermath(
-            r,
-            fixes::calls_and_pattern(r, &with_others, p, String::new()),
-            fixes::calls_or_pattern(&with_others, p),
-        ),
-        None => fixes::and_aftermath(
-            r,
-            fixes::calls(r, &with_others, 0.0, String::new()),
-            fixes::calls_path(&with_others),
-        ),
+        Some(p) => {
+            fixes::cpu_with_aftermath(r, fixes::calls_or_pattern(&with_others, p), String::new())
+        }
+        None => fixes::cpu_with_aftermath(r, fixes::calls_path(&with_others), String::new()),
     };
     let all = super::gain::Fix {
         waits: heavy

@@ -123,20 +123,6 @@ pub fn calls(r: &Report, calls: &[(&str, &[Frame])], without_samples: f64, assum
     }
 }
 
-/// As `calls`, with a library's known pattern's path too (the library's
-/// commit, where the calls are its flushes: batching them takes it).
-pub fn calls_and_pattern(
-    r: &Report,
-    calls: &[(&str, &[Frame])],
-    p: &KnownPattern,
-    assumes: String,
-) -> Fix {
-    cpu(
-        Samples::of(r).through_threads(calls_or_pattern(calls, p)),
-        assumes,
-    )
-}
-
 /// Whether a folded stack is on one of `calls`' paths or runs through a
 /// library's known pattern.
 pub fn calls_or_pattern<'a>(
@@ -211,29 +197,30 @@ pub const AFTERMATH_MAX_SHARE: f64 = 0.5;
 /// against 59-75% without it. `matches` is the fix's path, as its CPU was
 /// read.
 pub fn with_aftermath(r: &Report, fix: Fix, matches: impl Fn(&[Frame]) -> bool) -> Fix {
-    let most = and_aftermath(r, fix.clone(), matches);
+    let most = cpu_with_aftermath(r, matches, String::new());
     if most.cpu_samples <= fix.cpu_samples {
         return fix;
     }
+    let most = Fix {
+        cpu_share: most.cpu_share,
+        cpu_samples: most.cpu_samples,
+        cpu_where: most.cpu_where,
+        ..fix.clone()
+    };
     Fix {
         at_most: Some(Box::new(most)),
         ..fix
     }
 }
 
-/// `fix` with its CPU at what `with_aftermath`'s high end counts: its
-/// kernel samples once more (a fix that is itself a range's high end).
-pub fn and_aftermath(r: &Report, fix: Fix, matches: impl Fn(&[Frame]) -> bool) -> Fix {
-    let t = Samples::of(r).through_with_aftermath(matches, AFTERMATH_MAX_SHARE);
-    if t.samples <= fix.cpu_samples {
-        return fix;
-    }
-    Fix {
-        cpu_share: t.share,
-        cpu_samples: t.samples,
-        cpu_where: t.threads,
-        ..fix
-    }
+/// The CPU of the samples on `matches`' path with what that path's kernel
+/// work costs the code around it, as `with_aftermath`'s high end counts it
+/// (for a fix that is itself a range's high end).
+pub fn cpu_with_aftermath(r: &Report, matches: impl Fn(&[Frame]) -> bool, assumes: String) -> Fix {
+    cpu(
+        Samples::of(r).through_with_aftermath(matches, AFTERMATH_MAX_SHARE),
+        assumes,
+    )
 }
 
 /// Whether a folded stack runs through a library's known pattern.
